@@ -1,0 +1,44 @@
+"""Run inside the target interpreter (stdlib only, no engine import): where does the
+engine come from, which copies are installed, how does this Python cache bytecode.
+
+Printed as one JSON object. Also imported and called in-process when the target is
+the running interpreter, so both paths share this code.
+"""
+
+import importlib.metadata as md
+import importlib.util
+import json
+import sys
+
+
+def _norm(name):
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def describe(engine, wanted):
+    spec = importlib.util.find_spec(engine)
+    imported = None
+    if spec is not None:
+        locs = list(spec.submodule_search_locations or [])
+        imported = locs[0] if locs else spec.origin
+    copies, others = [], {}
+    want = {_norm(w) for w in wanted}
+    for dist in md.distributions():
+        name = _norm(dist.metadata["Name"] or "")
+        if name == _norm(engine):
+            copies.append({"dist_info": str(getattr(dist, "_path", "")), "version": dist.version})
+        elif name in want and name not in others:
+            others[name] = dist.version  # first on sys.path wins, as for imports
+    return {
+        "executable": sys.executable,
+        "python": "%d.%d.%d" % sys.version_info[:3],
+        "cache_tag": sys.implementation.cache_tag,
+        "pycache_prefix": sys.pycache_prefix,
+        "imported": imported,
+        "copies": copies,
+        "others": others,
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(describe(sys.argv[1], sys.argv[2:])))

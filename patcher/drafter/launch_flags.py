@@ -1,0 +1,132 @@
+"""Check the speculative-decoding part of a server launch line against the drafter.
+
+The expensive mistake: ``--speculative-algorithm EAGLE`` with an EAGLE-3 drafter. The
+server starts, captures no aux hidden states, feeds the drafter the last layer's 7168
+features, and because 7168 == 7168 SGLang skips ``fc`` without a word.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from .engines import correct_algorithm_flag
+from .errors import DrafterInputError
+from .findings import Finding, hint, ok, problem
+
+
+def _values(argv: list[str], flag: str) -> list[str]:
+    out = []
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif arg.startswith(flag + "="):
+            out.append(arg[len(flag) + 1:])
+    return out
+
+
+def guess_engine(flags: str) -> str | None:
+    argv = split_flags(flags)
+    if _values(argv, "--speculative-config"):
+        return "vllm"
+    if _values(argv, "--speculative-algorithm"):
+        return "sglang"
+    return None
+
+
+def split_flags(flags: str) -> list[str]:
+    try:
+        return shlex.split(flags)
+    except ValueError as exc:
+        raise DrafterInputError("--flags cannot be split like a shell line", wanted="balanced quotes",
+                                found=str(exc), hint="""quote the whole line: --flags "--speculative-config '{...}'\"""") from None
+
+
+def _same_path(a: str, b: Path) -> bool:
+    try:
+        return Path(a).expanduser().resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def check_flags(flags: str, engine: str, drafter: Path, speculators_config: bool) -> list[Finding]:
+    argv = split_flags(flags)
+    if engine == "sglang":
+        return _check_sglang(argv, drafter)
+    return _check_vllm(argv, drafter, speculators_config)
+
+
+def _check_sglang(argv: list[str], drafter: Path) -> list[Finding]:
+    out: list[Finding] = []
+    want = correct_algorithm_flag("sglang")
+    if _values(argv, "--speculative-config"):
+        out.append(problem("flags.engine", "--speculative-config is a vLLM flag; SGLang does not take it",
+                           wanted=want, found="--speculative-config"))
+    algos = _values(argv, "--speculative-algorithm")
+    if not algos:
+        out.append(problem("flags.algorithm", "no --speculative-algorithm: SGLang will not use the drafter",
+                           wanted=want, found="(absent)"))
+    elif algos[-1].upper() == "EAGLE3":
+        out.append(ok("flags.algorithm", "--speculative-algorithm EAGLE3 matches the EAGLE-3 drafter"))
+    elif algos[-1].upper() == "EAGLE":
+        out.append(problem(
+            "flags.algorithm",
+            "--speculative-algorithm EAGLE runs this EAGLE-3 drafter as EAGLE-1: no aux hidden states are "
+            "captured, fc gets one layer instead of three, and nothing reports it",
+            wanted=want, found=f"--speculative-algorithm {algos[-1]}"))
+    else:
+        out.append(problem("flags.algorithm", f"--speculative-algorithm {algos[-1]} does not run an EAGLE-3 drafter",
+                           wanted=want, found=f"--speculative-algorithm {algos[-1]}"))
+    paths = _values(argv, "--speculative-draft-model-path")
+    if paths and not _same_path(paths[-1], drafter):
+        out.append(hint("flags.draft_path", "--speculative-draft-model-path names another folder than the one checked",
+                        wanted=str(drafter), found=paths[-1]))
+    return out
+
+
+def _check_vllm(argv: list[str], drafter: Path, speculators_config: bool) -> list[Finding]:
+    out: list[Finding] = []
+    want = correct_algorithm_flag("vllm")
+    if _values(argv, "--speculative-algorithm"):
+        out.append(problem("flags.engine", "--speculative-algorithm is an SGLang flag; vLLM does not take it",
+                           wanted=want, found="--speculative-algorithm"))
+    configs = _values(argv, "--speculative-config")
+    if not configs:
+        out.append(problem("flags.algorithm", "no --speculative-config: vLLM will not use the drafter",
+                           wanted=want, found="(absent)"))
+        return out
+    try:
+        spec = json.loads(configs[-1])
+    except ValueError as exc:
+        out.append(problem("flags.speculative_config", "--speculative-config is not valid JSON; vLLM will not start",
+                           wanted=want, found=f"{configs[-1][:80]} ({exc})"))
+        return out
+    if not isinstance(spec, dict):
+        out.append(problem("flags.speculative_config", "--speculative-config is not a JSON object",
+                           wanted=want, found=configs[-1][:80]))
+        return out
+    method = spec.get("method")
+    if method == "eagle3":
+        out.append(ok("flags.algorithm", '"method": "eagle3" matches the EAGLE-3 drafter'))
+    elif method is None and speculators_config:
+        out.append(hint("flags.algorithm", "no \"method\": vLLM takes it from the speculators config; "
+                        "stating it keeps the launch line independent of the config format",
+                        wanted='"method": "eagle3"'))
+    elif method is None:
+        out.append(problem("flags.algorithm", "no \"method\" in --speculative-config: vLLM guesses it from the "
+                           "drafter's folder name",
+                           wanted='"method": "eagle3"', found=configs[-1][:80]))
+    elif method == "eagle":
+        out.append(problem(
+            "flags.algorithm",
+            '"method": "eagle" runs this EAGLE-3 drafter as EAGLE-1: no aux hidden states reach fc',
+            wanted='"method": "eagle3"', found=f'"method": "{method}"'))
+    else:
+        out.append(problem("flags.algorithm", f'"method": "{method}" does not run an EAGLE-3 drafter',
+                           wanted='"method": "eagle3"', found=f'"method": "{method}"'))
+    model = spec.get("model")
+    if isinstance(model, str) and not _same_path(model, drafter):
+        out.append(hint("flags.draft_path", '"model" in --speculative-config names another folder than the one checked',
+                        wanted=str(drafter), found=model))
+    return out

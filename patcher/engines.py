@@ -1,0 +1,154 @@
+"""The installed engine: release, install root, RECORD hashes, and which copy Python imports.
+
+Never imports the engine: the interpreter is asked where the package *would* be
+imported from (``find_spec``) and which distributions are on its path.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import importlib_metadata
+from packaging.version import InvalidVersion, Version
+
+from . import _introspect
+from .errors import EngineError
+
+
+def sha256_record(data: bytes) -> str:
+    """A file hash as RECORD writes it: ``sha256=<urlsafe base64, unpadded>``."""
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+@dataclass(frozen=True)
+class Install:
+    engine: str
+    version: Version
+    site: Path  # the directory that holds the engine package
+    dist_info: Path
+    record: dict[str, str]  # path relative to site -> RECORD hash
+    python: str | None  # interpreter that runs the engine; None: --site without --python
+    python_version: str | None
+    cache_tag: str | None
+    pycache_prefix: str | None
+    others: dict[str, str] = field(default_factory=dict)  # other distributions -> version
+    shadowed: tuple[str, ...] = ()  # other copies of the engine that Python does not import
+
+    @property
+    def where(self) -> str:
+        py = f" (python: {self.python})" if self.python else ""
+        return f"{self.engine} {self.version} at {self.site}{py}"
+
+    def path(self, rel: str) -> Path:
+        """Absolute path of an engine file, refusing anything that is not one of its installed files."""
+        if rel not in self.record:
+            raise EngineError(f"{rel} is not a file of the installed {self.engine}",
+                              wanted=f"a path listed in {self.dist_info.name}/RECORD", found=rel,
+                              hint="our diffs only edit files the wheel installed")
+        p = self.site / rel
+        real = Path(os.path.realpath(p))
+        if real != p.absolute() and not _inside(real, Path(os.path.realpath(self.site))):
+            raise EngineError(f"{rel} leads outside site-packages", wanted=str(self.site), found=str(real))
+        if p.is_symlink():
+            raise EngineError(f"{rel} is a symlink", wanted="a regular file", found=f"symlink to {real}",
+                              hint="we never write through symlinks; reinstall the engine")
+        return p
+
+    def read(self, rel: str) -> bytes | None:
+        try:
+            return self.path(rel).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def pristine(self, rel: str, data: bytes) -> bool:
+        return self.record.get(rel) == sha256_record(data)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _record(dist_info: Path) -> dict[str, str]:
+    try:
+        text = (dist_info / "RECORD").read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EngineError(f"cannot read {dist_info / 'RECORD'}", found=str(exc),
+                          hint="reinstall the engine with pip") from None
+    out = {}
+    for row in csv.reader(io.StringIO(text)):
+        if row and not row[0].startswith(("..", "/")):
+            out[row[0]] = row[1] if len(row) > 1 else ""
+    return out
+
+
+def _describe(engine: str, python: str | None, site: Path | None, wanted: list[str]) -> dict:
+    if site is not None:
+        dists = [d for d in importlib_metadata.distributions(path=[str(site)])
+                 if (d.metadata["Name"] or "").lower() == engine]
+        pkg = site / engine
+        return {"executable": python, "python": None, "cache_tag": None, "pycache_prefix": None,
+                "imported": str(pkg) if pkg.is_dir() else None,
+                "copies": [{"dist_info": str(d._path), "version": d.version} for d in dists],  # type: ignore[attr-defined]
+                "others": {}}
+    if python is None or os.path.realpath(python) == os.path.realpath(sys.executable):
+        info = _introspect.describe(engine, wanted)
+        info["executable"] = sys.executable
+        return info
+    try:
+        out = subprocess.run([python, "-c", Path(_introspect.__file__).read_text(), engine, *wanted],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+        return json.loads(out)
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as exc:
+        raise EngineError(f"cannot inspect the interpreter {python}", found=str(exc).strip()[:200],
+                          hint="pass the python of the environment that runs the engine") from None
+
+
+def find(engine: str, *, python: str | None = None, site: Path | None = None,
+         wanted: tuple[str, ...] = ()) -> Install:
+    """The copy of ``engine`` that the target interpreter imports, or an EngineError."""
+    info = _describe(engine, python, site, list(wanted))
+    interp = info["executable"]
+    label = f"python: {interp}" if interp else f"site: {site}"
+    if not info["copies"]:
+        raise EngineError(f"{engine} is not installed", wanted=f"a {engine} distribution", found=f"none ({label})",
+                          hint=f"install it first, or pass --python / --site for the right environment")
+    if info["imported"] is None:
+        raise EngineError(f"{engine} is installed but not importable", found=label)
+    pkg_dir = Path(info["imported"])
+    chosen = None
+    for copy in info["copies"]:
+        dist_info = Path(copy["dist_info"])
+        if dist_info.parent.resolve() == pkg_dir.parent.resolve():
+            chosen = copy
+    if chosen is None:
+        places = ", ".join(str(Path(c["dist_info"]).parent) for c in info["copies"])
+        raise EngineError(f"{engine} is imported from {pkg_dir}, not from an installed wheel",
+                          wanted=f"the copy installed at {places}", found=f"{pkg_dir} ({label})",
+                          hint="an editable checkout or PYTHONPATH shadows the wheel; patch the checkout with git, "
+                               "or remove it from the path")
+    dist_info = Path(chosen["dist_info"])
+    direct = dist_info / "direct_url.json"
+    if direct.exists() and '"editable": true' in direct.read_text().replace(" ", "").replace('"editable":true', '"editable": true'):
+        raise EngineError(f"{engine} is an editable install", found=str(dist_info),
+                          hint="patch your source checkout with 'git apply' on our diffs instead")
+    try:
+        version = Version(chosen["version"])
+    except InvalidVersion:
+        raise EngineError(f"{engine} has an invalid version", found=repr(chosen["version"])) from None
+    shadowed = tuple(str(Path(c["dist_info"]).parent) for c in info["copies"] if c is not chosen)
+    return Install(engine, version, pkg_dir.parent, dist_info, _record(dist_info), interp,
+                   info.get("python"), info.get("cache_tag"), info.get("pycache_prefix"),
+                   dict(info.get("others", {})), shadowed)

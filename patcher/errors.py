@@ -1,0 +1,58 @@
+"""The errors patcher raises. Each carries what failed, wanted/found and one hint.
+
+The CLI's ``_error`` is the only place that prints them; everything below the CLI
+raises and never prints.
+"""
+
+from __future__ import annotations
+
+
+class PatcherError(Exception):
+    """Base: a failure a person can act on. Exit code 2 unless a subclass says otherwise."""
+
+    exit_code = 2
+
+    def __init__(self, what: str, *, wanted: str = "", found: str = "", hint: str = "") -> None:
+        super().__init__(what)
+        self.what = what
+        self.wanted = wanted
+        self.found = found
+        self.hint = hint
+
+    def lines(self) -> list[str]:
+        out = [f"error: {self.what}"]
+        for label, text in (("wanted", self.wanted), ("found", self.found), ("hint", self.hint)):
+            if text:
+                out.append(f"  {label + ':':8}{text}")
+        return out
+
+
+class DiffError(PatcherError):
+    """A diff file of ours is malformed, unsafe (path outside the engine) or altered."""
+
+
+class ManifestError(PatcherError):
+    """A patch.toml is invalid; the message quotes the field."""
+
+
+class EngineError(PatcherError):
+    """The engine is not installed, installed twice, editable, or unreadable."""
+
+
+class HunkFailed(PatcherError):
+    """A hunk's context is not in the file at its place or any offset (we never fuzz)."""
+
+    exit_code = 1
+
+    def __init__(self, index: int, total: int, line: int, wanted: str, found: str) -> None:
+        super().__init__(f"hunk {index}/{total} does not apply (line {line})", wanted=wanted, found=found)
+        self.index = index
+        self.line = line
+
+
+class WriteError(PatcherError):
+    """Writing the engine's files failed; everything was rolled back."""
+
+
+class LockBusy(PatcherError):
+    """Another patcher run holds the lock on this install."""

@@ -1,0 +1,232 @@
+"""Pure hunk engine: parse our diffs, then apply, reverse and locate hunks on lines.
+
+No I/O. A file is a tuple of ``Line(text, eol)`` so that CRLF files, lone CR and a
+missing final newline survive byte for byte: hunks match on ``text`` only and new
+lines take the line ending of the text they replace. Context must match exactly; the
+only freedom is an offset (the same lines, shifted), searched nearest first, never
+before the previous hunk. There is no fuzz, by design: a fuzzed hunk can land in the
+wrong one of two similar tables (see vLLM's fusion size dicts).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from enum import Enum
+
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
+
+from .errors import DiffError, HunkFailed
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str
+    eol: str  # "\n", "\r\n", "\r" or "" (last line without newline)
+
+
+Text = tuple[Line, ...]
+
+
+def split(data: str) -> Text:
+    out: list[Line] = []
+    for raw in data.splitlines(keepends=True):
+        body = raw.rstrip("\r\n")
+        out.append(Line(body, raw[len(body):]))
+    return tuple(out)
+
+
+def join(lines: Text) -> str:
+    return "".join(line.text + line.eol for line in lines)
+
+
+@dataclass(frozen=True)
+class Hunk:
+    old_start: int  # 1-based, as in the @@ header
+    old: tuple[str, ...]
+    new: tuple[str, ...]
+    old_ends_without_newline: bool = False
+    new_ends_without_newline: bool = False
+
+    def reversed(self) -> Hunk:
+        return Hunk(self.old_start, self.new, self.old,
+                    self.new_ends_without_newline, self.old_ends_without_newline)
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    path: str  # relative to site-packages, posix
+    hunks: tuple[Hunk, ...]
+
+
+def _safe_path(name: str, origin: str) -> str:
+    if "\\" in name or name.startswith("/") or posixpath.isabs(name):
+        raise DiffError(f"{origin}: unsafe target path {name!r}",
+                        wanted="a path relative to site-packages", found=name)
+    norm = posixpath.normpath(name)
+    if norm.startswith("..") or norm != name or not name:
+        raise DiffError(f"{origin}: unsafe target path {name!r}",
+                        wanted="a normalised path inside site-packages", found=name)
+    return name
+
+
+def parse(diff: str, origin: str) -> tuple[FilePatch, ...]:
+    """Parse one of our diffs strictly. ``origin`` names it in errors."""
+    if "\r" in diff:
+        raise DiffError(f"{origin}: carriage returns in the diff",
+                        wanted="LF line endings, as released", found="CR or CRLF",
+                        hint="line endings were converted (git autocrlf?); restore the file from the release")
+    try:
+        patchset = PatchSet(diff)
+    except UnidiffParseError as exc:
+        raise DiffError(f"{origin}: malformed diff: {exc}") from None
+    if not len(patchset):
+        raise DiffError(f"{origin}: no file in the diff", wanted="at least one '--- a/' '+++ b/' section")
+    files = []
+    seen = set()
+    for pf in patchset:
+        if pf.is_binary_file or pf.is_added_file or pf.is_removed_file:
+            kind = "binary" if pf.is_binary_file else "added" if pf.is_added_file else "removed"
+            raise DiffError(f"{origin}: {kind} file {pf.path!r}",
+                            wanted="edits of existing text files only", found=f"a {kind} file")
+        src, dst = pf.source_file, pf.target_file
+        if not (src.startswith("a/") and dst.startswith("b/") and src[2:] == dst[2:]):
+            raise DiffError(f"{origin}: source and target differ", wanted="'a/<path>' and 'b/<path>'",
+                            found=f"{src!r} and {dst!r}")
+        path = _safe_path(src[2:], origin)
+        if path in seen:
+            raise DiffError(f"{origin}: {path} appears twice", hint="merge its hunks into one section")
+        seen.add(path)
+        hunks = []
+        for h in pf:
+            old, new = [], []
+            old_nonl = new_nonl = False
+            prev = None
+            for ln in h:
+                t = ln.line_type
+                if t == "\\":
+                    if prev in (" ", "-"):
+                        old_nonl = True
+                    if prev in (" ", "+"):
+                        new_nonl = True
+                    continue
+                if t not in (" ", "-", "+"):
+                    raise DiffError(f"{origin}: bad line in hunk of {path}: {ln.value!r}")
+                body = ln.value[:-1] if ln.value.endswith("\n") else ln.value
+                if t in (" ", "-"):
+                    old.append(body)
+                if t in (" ", "+"):
+                    new.append(body)
+                prev = t
+            if len(old) != h.source_length or len(new) != h.target_length:
+                raise DiffError(f"{origin}: hunk counts disagree in {path}",
+                                wanted=f"-{h.source_length} +{h.target_length} lines",
+                                found=f"-{len(old)} +{len(new)} lines")
+            hunks.append(Hunk(h.source_start, tuple(old), tuple(new), old_nonl, new_nonl))
+        files.append(FilePatch(path, tuple(hunks)))
+    if str(patchset) != diff:
+        # unidiff silently drops lines after a complete hunk; a truncated or
+        # miscounted diff must not pass as a shorter valid one.
+        raise DiffError(f"{origin}: lines outside the hunks", hint="a hunk's line counts do not match its body")
+    return tuple(files)
+
+
+def _matches(lines: Text, at: int, want: tuple[str, ...], ends_without_newline: bool) -> bool:
+    if at < 0 or at + len(want) > len(lines):
+        return False
+    for i, text in enumerate(want):
+        if lines[at + i].text != text:
+            return False
+    if want:
+        last_is_eof = at + len(want) == len(lines)
+        last_has_nl = lines[at + len(want) - 1].eol != ""
+        if ends_without_newline and not (last_is_eof and not last_has_nl):
+            return False
+        if not ends_without_newline and last_is_eof and not last_has_nl:
+            return False
+    return True
+
+
+def locate(lines: Text, want: tuple[str, ...], expected: int, lower: int,
+           ends_without_newline: bool = False) -> int | None:
+    """Index where ``want`` sits: at ``expected``, else at the nearest offset >= ``lower``."""
+    limit = len(lines) - len(want)
+    for delta in range(0, max(limit, expected) + 1):
+        for at in ((expected,) if delta == 0 else (expected - delta, expected + delta)):
+            if lower <= at <= limit and _matches(lines, at, want, ends_without_newline):
+                return at
+        if expected - delta < lower and expected + delta > limit:
+            break
+    return None
+
+
+def _eol_for(lines: Text, at: int) -> str:
+    """Line ending of new lines: the one of the text they replace, else the file's first."""
+    for ln in lines[at:] + lines[:at][::-1]:
+        if ln.eol:
+            return ln.eol
+    return "\n"
+
+
+def apply(lines: Text, hunks: tuple[Hunk, ...], *, reverse: bool = False) -> Text:
+    """Apply all hunks (or undo them) or raise HunkFailed for the first that does not fit."""
+    return _apply(lines, hunks, reverse)[0]
+
+
+def _apply(lines: Text, hunks: tuple[Hunk, ...], reverse: bool) -> tuple[Text, int]:
+    out = list(lines)
+    moved = 0  # total offset used, to break ties between forward and reverse
+    shift = 0  # lines added so far, so later hunks are expected where the diff says
+    lower = 0
+    for i, hunk in enumerate(hunks, 1):
+        h = hunk.reversed() if reverse else hunk
+        expected = max(h.old_start - 1, 0) + shift if h.old else h.old_start + shift
+        at = locate(tuple(out), h.old, expected, lower, h.old_ends_without_newline)
+        if at is None:
+            wanted = next((t for t in h.old if t.strip()), h.old[0] if h.old else "")
+            near = out[expected].text if 0 <= expected < len(out) else "<end of file>"
+            raise HunkFailed(i, len(hunks), expected + 1, f"context {wanted!r}", f"{near!r}")
+        eol = _eol_for(tuple(out), at)
+        new = [Line(t, eol) for t in h.new]
+        if new and h.new_ends_without_newline:
+            new[-1] = Line(new[-1].text, "")
+        elif new and at + len(h.old) == len(out) and out and out[-1].eol == "" and not h.old_ends_without_newline:
+            new[-1] = Line(new[-1].text, "")
+        out[at:at + len(h.old)] = new
+        moved += abs(at - expected)
+        shift += len(h.new) - len(h.old) + (at - expected)
+        lower = at + len(h.new)
+    return tuple(out), moved
+
+
+class FileState(str, Enum):
+    PRISTINE = "pristine"
+    APPLIED = "applied"
+    NEITHER = "neither"
+
+
+def state(lines: Text, hunks: tuple[Hunk, ...]) -> tuple[FileState, HunkFailed | None]:
+    """Whether the file holds the pre-image, the post-image, or neither (with the first failure).
+
+    When both directions fit (an insertion whose context also occurs elsewhere), the
+    direction that needed the smaller offsets wins, as GNU patch's reversed-patch check does.
+    """
+    try:
+        forward, f_moved = _apply(lines, hunks, False)
+        if _apply(forward, hunks, True)[0] != lines:
+            forward = None
+    except HunkFailed as exc:
+        forward, first = None, exc
+    else:
+        first = None
+    try:
+        _, r_moved = _apply(lines, hunks, True)
+        backward = True
+    except HunkFailed:
+        backward = False
+    if forward is not None and (not backward or f_moved <= r_moved):
+        return FileState.PRISTINE, None
+    if backward:
+        return FileState.APPLIED, None
+    return FileState.NEITHER, first or HunkFailed(1, len(hunks), 1, "a round trip", "an ambiguous file")

@@ -1,0 +1,261 @@
+"""patch.toml -> frozen dataclasses, validated with messages that quote the field.
+
+One folder per family: ``patches/<engine>/<family>/``. The engine comes from the
+folder and the target files from the diffs, so neither can disagree with the manifest.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from . import hunks
+from .errors import ManifestError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10
+    import tomli as tomllib
+
+# A checkout has patches/ beside patcher/; an installed wheel carries it as patcher/patches.
+_HERE = Path(__file__).resolve().parent
+PATCHES = _HERE.parent / "patches" if (_HERE.parent / "patches").is_dir() else _HERE / "patches"
+ENGINES = ("vllm", "sglang")
+
+
+def contains(spec: SpecifierSet, version: Version) -> bool:
+    # prereleases=True: nightlies (0.15.2.dev5+g...) and local builds must match their range.
+    return spec.contains(version, prereleases=True)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    file: str
+    contains: tuple[str, ...] = ()
+    lacks: tuple[str, ...] = ()
+
+    def holds(self, text: str | None) -> str | None:
+        """None when the evidence holds on ``text`` (None: file missing), else what failed."""
+        for s in self.contains:
+            if text is None:
+                return f"{self.file} is missing (wanted it to contain {s!r})"
+            if s not in text:
+                return f"{self.file} lacks {s!r}"
+        for s in self.lacks:
+            if text is not None and s in text:
+                return f"{self.file} contains {s!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class Variant:
+    id: str
+    versions: SpecifierSet
+    diffs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Upstream:
+    versions: SpecifierSet
+    since: str
+    ref: str
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class Refused:
+    versions: SpecifierSet
+    reason: str
+    use: str
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True)
+class Requirement:
+    distribution: str
+    versions: SpecifierSet
+    severity: str  # "warning" | "blocked"
+    why: str
+
+
+@dataclass(frozen=True)
+class Probe:
+    id: str
+    module: str
+    check: str
+    when: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Family:
+    engine: str
+    name: str
+    folder: Path
+    title: str
+    why: str
+    refs: tuple[str, ...]
+    default: bool
+    variants: tuple[Variant, ...]
+    upstream: tuple[Upstream, ...]
+    refused: tuple[Refused, ...]
+    requires: tuple[Requirement, ...]
+    probes: tuple[Probe, ...]
+
+    @property
+    def id(self) -> str:
+        return f"{self.engine}/{self.name}"
+
+    @cached_property
+    def patches(self) -> dict[str, tuple[hunks.FilePatch, ...]]:
+        """Parsed diffs per variant id; every diff is parsed (and checked) at load time."""
+        out = {}
+        for v in self.variants:
+            files: list[hunks.FilePatch] = []
+            for name in v.diffs:
+                path = self.folder / name
+                text = path.read_bytes().decode("utf-8")
+                for fp in hunks.parse(text, f"{self.id}/{name}"):
+                    if not fp.path.startswith(self.engine + "/"):
+                        raise ManifestError(f"{self.id}/{name}: target {fp.path!r} is outside the engine",
+                                            wanted=f"a path under '{self.engine}/'", found=fp.path)
+                    files.append(fp)
+            out[v.id] = tuple(files)
+        return out
+
+    def classify(self, version: Version) -> Variant | Upstream | Refused | None:
+        for entry in (*self.variants, *self.upstream, *self.refused):
+            if contains(entry.versions, version):
+                return entry
+        return None
+
+
+class _Fields:
+    """Reads one table, quoting the field in every error."""
+
+    def __init__(self, where: str, table: Any) -> None:
+        if not isinstance(table, dict):
+            raise ManifestError(f"{where}: expected a table", found=repr(table))
+        self.where, self.table, self.used = where, table, set()
+
+    def get(self, key: str, kind: type, default: Any = ...) -> Any:
+        self.used.add(key)
+        if key not in self.table:
+            if default is ...:
+                raise ManifestError(f"{self.where}: missing field '{key}'")
+            return default
+        value = self.table[key]
+        if not isinstance(value, kind):
+            raise ManifestError(f"{self.where}: field '{key}' = {value!r}",
+                                wanted=kind.__name__, found=type(value).__name__)
+        return value
+
+    def spec(self, key: str) -> SpecifierSet:
+        raw = self.get(key, str)
+        try:
+            return SpecifierSet(raw)
+        except InvalidSpecifier:
+            raise ManifestError(f"{self.where}: invalid specifier '{key}' = {raw!r}") from None
+
+    def strings(self, key: str, default: Any = ...) -> tuple[str, ...]:
+        value = self.get(key, list, default)
+        if not all(isinstance(v, str) for v in value):
+            raise ManifestError(f"{self.where}: field '{key}' must be a list of strings", found=repr(value))
+        return tuple(value)
+
+    def done(self) -> None:
+        extra = sorted(set(self.table) - self.used)
+        if extra:
+            raise ManifestError(f"{self.where}: unknown field '{extra[0]}'", hint="see patches/README.md")
+
+
+def _evidence(where: str, items: list[Any]) -> tuple[Evidence, ...]:
+    out = []
+    for i, raw in enumerate(items):
+        f = _Fields(f"{where}.evidence[{i}]", raw)
+        ev = Evidence(f.get("file", str), f.strings("contains", []), f.strings("lacks", []))
+        f.done()
+        if not (ev.contains or ev.lacks):
+            raise ManifestError(f"{where}.evidence[{i}]: neither 'contains' nor 'lacks'")
+        out.append(ev)
+    return tuple(out)
+
+
+def load(folder: Path) -> Family:
+    engine, name = folder.parent.name, folder.name
+    where = f"{engine}/{name}/patch.toml"
+    try:
+        raw = tomllib.loads((folder / "patch.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ManifestError(f"{where}: {exc}") from None
+    top = _Fields(where, raw)
+    variants, upstream, refused, requires, probes = [], [], [], [], []
+    for i, t in enumerate(top.get("variant", list, [])):
+        f = _Fields(f"{where} variant[{i}]", t)
+        vid = f.get("id", str)
+        variants.append(Variant(vid, f.spec("versions"), f.strings("diffs", [f"{vid}.diff"])))
+        f.done()
+    for i, t in enumerate(top.get("upstream", list, [])):
+        f = _Fields(f"{where} upstream[{i}]", t)
+        upstream.append(Upstream(f.spec("versions"), f.get("since", str), f.get("ref", str),
+                                 _evidence(f.where, f.get("evidence", list))))
+        f.done()
+    for i, t in enumerate(top.get("refused", list, [])):
+        f = _Fields(f"{where} refused[{i}]", t)
+        refused.append(Refused(f.spec("versions"), f.get("reason", str), f.get("use", str),
+                               _evidence(f.where, f.get("evidence", list))))
+        f.done()
+    for i, t in enumerate(top.get("requires", list, [])):
+        f = _Fields(f"{where} requires[{i}]", t)
+        sev = f.get("severity", str)
+        if sev not in ("warning", "blocked"):
+            raise ManifestError(f"{f.where}: field 'severity' = {sev!r}", wanted="'warning' or 'blocked'")
+        requires.append(Requirement(f.get("distribution", str), f.spec("versions"), sev, f.get("why", str)))
+        f.done()
+    ids = {v.id for v in variants}
+    for i, t in enumerate(top.get("probe", list, [])):
+        f = _Fields(f"{where} probe[{i}]", t)
+        when = f.strings("when", tuple(sorted(ids)))
+        unknown = [w for w in when if w not in ids | {"upstream"}]
+        if unknown:
+            raise ManifestError(f"{f.where}: field 'when' names {unknown[0]!r}",
+                                wanted=f"one of {sorted(ids | {'upstream'})}")
+        probes.append(Probe(f.get("id", str), f.get("module", str), f.get("check", str), when))
+        f.done()
+    family = Family(engine, name, folder, top.get("title", str), top.get("why", str),
+                    top.strings("refs", []), top.get("default", bool, True), tuple(variants),
+                    tuple(upstream), tuple(refused), tuple(requires), tuple(probes))
+    top.done()
+    if len(ids) != len(variants):
+        raise ManifestError(f"{where}: two variants share an id")
+    _check_overlaps(family, where)
+    family.patches  # parse every diff now: a broken diff is a broken manifest
+    return family
+
+
+def _check_overlaps(family: Family, where: str) -> None:
+    """Ranges may not overlap. Checked on the boundary versions each range names."""
+    entries = [*family.variants, *family.upstream, *family.refused]
+    probes = {Version(s.version.rstrip(".*")) for e in entries for s in e.versions if s.version}
+    for v in sorted(probes):
+        hits = [e for e in entries if contains(e.versions, v)]
+        if len(hits) > 1:
+            names = [getattr(e, "id", type(e).__name__.lower()) + f" '{e.versions}'" for e in hits]
+            raise ManifestError(f"{where}: version ranges overlap at {v}", found=" and ".join(names),
+                                hint="every release must fall in exactly one variant, upstream or refused entry")
+
+
+def load_all(root: Path = PATCHES, engines: tuple[str, ...] = ENGINES) -> tuple[Family, ...]:
+    out = []
+    for engine in engines:
+        base = root / engine
+        if not base.is_dir():
+            continue
+        for folder in sorted(p for p in base.iterdir() if (p / "patch.toml").is_file()):
+            out.append(load(folder))
+    return tuple(out)

@@ -1,0 +1,215 @@
+"""The state of every family on one install, and what apply / revert would write.
+
+Reads files, never writes them. Variant choice is by version first, then confirmed
+by content: the files must hold the variant's pre-image (pending) or post-image
+(applied) exactly; anything else is a conflict and is never touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from packaging.version import Version
+
+from . import hunks
+from .engines import Install
+from .errors import PatcherError
+from .hunks import FileState
+from .manifest import Family, Refused, Upstream, Variant, contains
+
+
+class State(str, Enum):
+    APPLIED = "applied"
+    UPSTREAM = "upstream"
+    PENDING = "pending"
+    LOST = "lost"
+    REFUSED = "refused"
+    BLOCKED = "blocked"
+    CONFLICT = "conflict"
+    UNKNOWN = "unknown release"
+
+
+OK_STATES = (State.APPLIED, State.UPSTREAM)
+
+
+@dataclass
+class Status:
+    family: Family
+    state: State
+    detail: str
+    variant: str | None = None
+    hint: str = ""
+    untested: bool = False  # a variant chosen by content on a release it does not declare
+    files: dict[str, FileState] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    probes: list[dict] = field(default_factory=list)
+
+
+def decode(data: bytes) -> str:
+    # surrogateescape: any byte survives the round trip, so untouched bytes stay identical.
+    return data.decode("utf-8", "surrogateescape")
+
+
+def encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+class Files:
+    """Read-once cache of engine file contents, as split lines."""
+
+    def __init__(self, install: Install) -> None:
+        self.install = install
+        self._cache: dict[str, hunks.Text | None] = {}
+
+    def lines(self, rel: str) -> hunks.Text | None:
+        if rel not in self._cache:
+            data = self.install.read(rel) if rel in self.install.record else None
+            self._cache[rel] = None if data is None else hunks.split(decode(data))
+        return self._cache[rel]
+
+    def text(self, rel: str) -> str | None:
+        lines = self.lines(rel)
+        return None if lines is None else hunks.join(lines)
+
+
+def _evidence(files: Files, entry: Upstream | Refused) -> str | None:
+    for ev in entry.evidence:
+        text = files.text(ev.file) if ev.file in files.install.record else None
+        failed = ev.holds(text)
+        if failed:
+            return failed
+    return None
+
+
+def _content_state(family: Family, variant: Variant, files: Files) -> tuple[dict[str, FileState], str | None]:
+    """Per-file state of a variant; the second value describes the first failure."""
+    out: dict[str, FileState] = {}
+    first = None
+    for fp in family.patches[variant.id]:
+        lines = files.lines(fp.path)
+        if lines is None:
+            out[fp.path] = FileState.NEITHER
+            first = first or f"{fp.path} is missing"
+            continue
+        st, failure = hunks.state(lines, fp.hunks)
+        out[fp.path] = st
+        if failure is not None and first is None:
+            first = f"{fp.path}: {failure.what}; wanted {failure.wanted}, found {failure.found}"
+    return out, first
+
+
+def _from_files(family: Family, variant: Variant, files: Files, record: dict | None, untested: bool) -> Status:
+    states, first = _content_state(family, variant, files)
+    kinds = set(states.values())
+    if kinds == {FileState.APPLIED}:
+        return Status(family, State.APPLIED, f"variant {variant.id} is in place", variant.id,
+                      untested=untested, files=states)
+    if kinds == {FileState.PRISTINE}:
+        if record is not None:
+            return Status(family, State.LOST, f"was applied (variant {record.get('variant')} on "
+                          f"{record.get('version')}); the files are pristine again", variant.id,
+                          hint="an upgrade or reinstall replaced them: run 'patcher apply' again",
+                          untested=untested, files=states)
+        return Status(family, State.PENDING, f"variant {variant.id} is not applied yet", variant.id,
+                      hint="run 'patcher apply'", untested=untested, files=states)
+    if kinds <= {FileState.APPLIED, FileState.PRISTINE}:
+        done = sorted(p for p, s in states.items() if s is FileState.APPLIED)
+        return Status(family, State.CONFLICT, f"partially applied: only {', '.join(done)} carry variant {variant.id}",
+                      variant.id, hint="'patcher revert --only " + family.id + "' restores the published files",
+                      files=states)
+    return Status(family, State.CONFLICT, f"files are neither published nor ours: {first}", variant.id,
+                  hint="someone edited them; reinstall the engine (pip install --force-reinstall --no-deps) "
+                       "and apply again", files=states)
+
+
+def _unknown(family: Family, files: Files, version: Version, record: dict | None) -> Status:
+    """A release no entry declares: classify from content alone."""
+    for v in family.variants:
+        st = _from_files(family, v, files, record, untested=True)
+        if st.state in (State.APPLIED, State.PENDING, State.LOST):
+            if st.state is not State.APPLIED:
+                st.state = State.UNKNOWN
+                st.detail = (f"{version} is not a tested release, but its files match variant {v.id}'s "
+                             "pre-image byte for byte")
+                st.hint = "'patcher apply --allow-untested' applies it"
+            return st
+    for up in family.upstream:
+        if _evidence(files, up) is None:
+            return Status(family, State.UPSTREAM, f"fix present (in upstream since {up.since}, {up.ref}); "
+                          f"{version} itself is not in our matrix", untested=True)
+    nearest = min(family.variants, key=lambda v: _distance(v, version), default=None)
+    if nearest is None:
+        return Status(family, State.UNKNOWN, f"no entry covers {version}", hint="file an issue")
+    _, first = _content_state(family, nearest, files)
+    return Status(family, State.UNKNOWN, f"no variant declared for {version}; nearest is {nearest.id} "
+                  f"('{nearest.versions}'), which does not fit: {first}", nearest.id,
+                  hint="use a release from VERSIONS.md, or file an issue with 'patcher verify --json'")
+
+
+def _distance(variant: Variant, version: Version) -> float:
+    bounds = [Version(s.version.rstrip(".*")) for s in variant.versions if s.version]
+    def num(v: Version) -> float:
+        return sum(p / 1000 ** i for i, p in enumerate(v.release))
+    return min((abs(num(b) - num(version)) for b in bounds), default=1e9)
+
+
+def assess(install: Install, families: tuple[Family, ...], records: dict[str, dict]) -> list[Status]:
+    files = Files(install)
+    out = []
+    for family in families:
+        record = records.get(family.id)
+        entry = family.classify(install.version)
+        if isinstance(entry, Variant):
+            st = _from_files(family, entry, files, record, untested=False)
+        elif isinstance(entry, Upstream):
+            failed = _evidence(files, entry)
+            if failed:
+                st = Status(family, State.CONFLICT, f"{install.version} should carry the upstream fix "
+                            f"({entry.ref}) but {failed}", hint="reinstall the engine; if it persists, file an issue")
+            else:
+                st = Status(family, State.UPSTREAM, f"fixed upstream since {entry.since} ({entry.ref})")
+        elif isinstance(entry, Refused):
+            failed = _evidence(files, entry)
+            detail = f"{entry.reason}; use {entry.use} or newer"
+            st = Status(family, State.REFUSED, detail, hint=f"upgrade to {entry.use}+, or --skip {family.id}")
+            if failed:
+                st.warnings.append(f"the refusal's evidence does not hold here: {failed}")
+        else:
+            st = _unknown(family, files, install.version, record)
+        _preconditions(st, install)
+        out.append(st)
+    return out
+
+
+def _preconditions(st: Status, install: Install) -> None:
+    for req in st.family.requires:
+        have = install.others.get(req.distribution.lower().replace("_", "-"))
+        if have is not None and contains(req.versions, Version(have)):
+            continue
+        found = f"{req.distribution} {have}" if have else f"no {req.distribution}"
+        msg = f"{req.why}: wanted {req.distribution}{req.versions}, found {found}"
+        if req.severity == "blocked" and st.state in (State.PENDING, State.LOST, State.UNKNOWN):
+            st.state, st.detail = State.BLOCKED, msg
+            st.hint = f"pip install '{req.distribution}{req.versions}'"
+        elif st.state in (State.APPLIED, State.PENDING, State.LOST, State.UNKNOWN):
+            st.warnings.append(msg)
+
+
+def compose(statuses: list[Status], files: Files, *, reverse: bool = False) -> dict[str, bytes]:
+    """New contents of every file the given families touch, applied (or undone) in order."""
+    work: dict[str, hunks.Text] = {}
+    for st in statuses:
+        assert st.variant is not None
+        for fp in st.family.patches[st.variant]:
+            if reverse and st.files.get(fp.path) is FileState.PRISTINE:
+                continue  # a partial apply: this file never got the variant
+            current = work.get(fp.path) or files.lines(fp.path)
+            if current is None:
+                raise PatcherError(f"{st.family.id}: {fp.path} is missing")
+            try:
+                work[fp.path] = hunks.apply(current, fp.hunks, reverse=reverse)
+            except PatcherError as exc:
+                raise PatcherError(f"{st.family.id}: {exc.what} in {fp.path}", wanted=exc.wanted,
+                                   found=exc.found, hint="two families overlap on this file") from None
+    return {rel: encode(hunks.join(lines)) for rel, lines in work.items()}

@@ -1,0 +1,45 @@
+"""Reports as text for people and JSON for machines (schema in the README)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .actions import Report
+from .plan import State
+
+_MARK = {State.APPLIED: "ok", State.UPSTREAM: "ok", State.PENDING: "todo", State.LOST: "LOST",
+         State.REFUSED: "NO", State.BLOCKED: "NO", State.CONFLICT: "NO", State.UNKNOWN: "??"}
+
+
+def as_dict(r: Report, code: int) -> dict[str, Any]:
+    i = r.install
+    return {
+        "action": r.action, "dry_run": r.dry_run, "engine": i.engine, "version": str(i.version),
+        "site": str(i.site), "python": i.python, "changed": r.changed, "notes": r.notes, "exit": code,
+        "families": [{
+            "id": s.family.id, "title": s.family.title, "state": s.state.value, "variant": s.variant,
+            "detail": s.detail, "hint": s.hint, "untested": s.untested, "warnings": s.warnings,
+            "files": {k: v.value for k, v in s.files.items()}, "probes": s.probes,
+        } for s in r.statuses],
+    }
+
+
+def as_text(r: Report) -> list[str]:
+    i = r.install
+    verb = {"apply": "would apply" if r.dry_run else "applied", "revert": "would revert" if r.dry_run else "reverted"}
+    out = [f"{i.engine} {i.version} at {i.site}" + (f" (python: {i.python})" if i.python else "")]
+    for s in r.statuses:
+        variant = f" [{s.variant}]" if s.variant and s.state in (State.APPLIED, State.PENDING, State.LOST) else ""
+        out.append(f"  {_MARK[s.state]:4} {s.family.id}: {s.state.value}{variant}: {s.detail}")
+        for w in s.warnings:
+            out.append(f"       warning: {w}")
+        for p in s.probes:
+            extra = f": {p['detail']}" if p["detail"] else ""
+            out.append(f"       probe {p['id']}: {p['status']}{extra}")
+        if s.hint and s.state not in (State.APPLIED, State.UPSTREAM):
+            out.append(f"       hint: {s.hint}")
+    if r.action in verb:
+        files = ", ".join(r.changed) if r.changed else "nothing (already in the wanted state)"
+        out.append(f"  {verb[r.action]}: {files}")
+    out.extend(f"  note: {n}" for n in r.notes)
+    return out

@@ -1,0 +1,201 @@
+"""All-or-nothing writes across every file of every selected family.
+
+Protocol (each step survives a SIGKILL):
+1. lock ``<site>/.kimi-patcher/<engine>.lock`` (flock: a second run waits);
+2. roll back whatever an interrupted run left (journal present) and sweep temporaries;
+3. back up the originals and write the journal (fsync): from here a kill rolls back;
+4. write the new contents to temporaries beside their targets, modes kept, fsync;
+5. remove cached bytecode of the targets (before the renames, so no window runs stale code);
+6. rename every temporary into place, then write the state file;
+7. delete the journal: the commit point. Then recompile bytecode (optional speed-up).
+
+Our only files outside the engine's own are in ``<site>/.kimi-patcher/``: lock,
+journal, backups and the state file that lets ``verify`` tell "lost" from "pending".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import shutil
+import stat
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from .engines import Install, sha256_record
+from .errors import LockBusy, WriteError
+
+DIRNAME = ".kimi-patcher"
+TMP_SUFFIX = ".kimi-patcher-tmp"
+
+
+def home(install: Install) -> Path:
+    return install.site / DIRNAME
+
+
+def _txn(install: Install) -> Path:
+    return home(install) / f"{install.engine}.txn"
+
+
+def _state_file(install: Install) -> Path:
+    return home(install) / f"{install.engine}.json"
+
+
+def _tmp_for(target: Path) -> Path:
+    return target.with_name(f".{target.name}{TMP_SUFFIX}")
+
+
+def read_state(install: Install) -> dict[str, dict]:
+    try:
+        return json.loads(_state_file(install).read_text()).get("families", {})
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise WriteError(f"cannot read {_state_file(install)}", found=str(exc),
+                         hint="delete it; 'patcher verify' then reports from the files alone") from None
+
+
+def interrupted(install: Install) -> bool:
+    return (_txn(install) / "journal.json").exists()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_file(path: Path, data: bytes, mode: int | None = None) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    if mode is not None:
+        os.chmod(path, mode)
+
+
+def _atomic_json(path: Path, obj: object) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    _write_file(tmp, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def locked(install: Install, timeout: float = 600.0) -> Iterator[None]:
+    try:
+        home(install).mkdir(exist_ok=True)
+        fd = os.open(home(install) / f"{install.engine}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise WriteError(f"cannot write in {install.site}", found=exc.strerror or str(exc),
+                         hint="run as the user that owns the environment (in Docker: before USER)") from None
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LockBusy(f"another patcher run holds {install.engine}'s lock",
+                                   found=str(home(install)), hint="wait for it to finish") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+def recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> list[str]:
+    """Roll back an interrupted run. Returns the files restored. Call with the lock held."""
+    txn = _txn(install)
+    journal = txn / "journal.json"
+    restored = []
+    if journal.exists():
+        entries = json.loads(journal.read_text())["files"]
+        for e in entries:
+            target = install.site / e["rel"]
+            current = target.read_bytes() if target.exists() else None
+            if current is None or sha256_record(current) != e["old"]:
+                backup = (txn / e["backup"]).read_bytes()
+                tmp = _tmp_for(target)
+                _write_file(tmp, backup, e["mode"])
+                os.replace(tmp, target)
+                restored.append(e["rel"])
+            _tmp_for(target).unlink(missing_ok=True)
+        forget_pyc([e["rel"] for e in entries])
+        # The state file moves with the engine files: restore the one from before the run.
+        backup = txn / "state.orig"
+        if backup.exists():
+            os.replace(backup, _state_file(install))
+        else:
+            _state_file(install).unlink(missing_ok=True)
+        journal.unlink()
+    if txn.exists():
+        shutil.rmtree(txn)
+    return restored
+
+
+def commit(install: Install, changes: dict[str, bytes], state: dict[str, dict],
+           forget_pyc: Callable[[list[str]], object], step: Callable[[str], None] = lambda s: None) -> None:
+    """Write ``changes`` (engine files) and ``state`` (our state file) all or nothing.
+
+    ``step`` is called before each write step; tests use it to kill the process there.
+    """
+    txn = _txn(install)
+    targets = {rel: install.path(rel) for rel in sorted(changes)}
+    entries = []
+    try:
+        txn.mkdir()
+        for i, (rel, target) in enumerate(targets.items()):
+            original = target.read_bytes()
+            mode = stat.S_IMODE(target.stat().st_mode)
+            step(f"backup {rel}")
+            _write_file(txn / f"{i}.orig", original)
+            entries.append({"rel": rel, "old": sha256_record(original), "new": sha256_record(changes[rel]),
+                            "backup": f"{i}.orig", "mode": mode})
+        if _state_file(install).exists():
+            _write_file(txn / "state.orig", _state_file(install).read_bytes())
+        step("journal")
+        _atomic_json(txn / "journal.json", {"engine": install.engine, "files": entries})
+        for e in entries:
+            step(f"temporary {e['rel']}")
+            _write_file(_tmp_for(targets[e["rel"]]), changes[e["rel"]], e["mode"])
+    except OSError as exc:
+        _undo(install, forget_pyc)
+        raise _write_error(exc, install) from None
+    try:
+        step("bytecode")
+        forget_pyc(list(targets))
+        for e in entries:
+            step(f"rename {e['rel']}")
+            os.replace(_tmp_for(targets[e["rel"]]), targets[e["rel"]])
+        for parent in {t.parent for t in targets.values()}:
+            _fsync_dir(parent)
+        step("state")
+        _atomic_json(_state_file(install), {"engine": install.engine, "version": str(install.version),
+                                            "families": state})
+        step("commit")
+        (txn / "journal.json").unlink()
+    except OSError as exc:
+        _undo(install, forget_pyc)
+        raise _write_error(exc, install) from None
+    shutil.rmtree(txn, ignore_errors=True)
+
+
+def _undo(install: Install, forget_pyc: Callable[[list[str]], object]) -> None:
+    try:
+        recover(install, forget_pyc)
+    except OSError:
+        pass  # the journal stays; the next run rolls back
+
+
+def _write_error(exc: OSError, install: Install) -> WriteError:
+    why = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
+    return WriteError(f"writing {install.engine}'s files failed: {why}", found=str(exc.filename or install.site),
+                      hint="nothing was changed; fix the cause and run again")
