@@ -48,10 +48,14 @@ class Hunk:
     new: tuple[str, ...]
     old_ends_without_newline: bool = False
     new_ends_without_newline: bool = False
+    # A hunk with less leading (trailing) context than the diff's context width sits at
+    # the start (end) of the file; GNU patch holds it there too, so it may not drift.
+    at_start: bool = False
+    at_end: bool = False
 
     def reversed(self) -> Hunk:
-        return Hunk(self.old_start, self.new, self.old,
-                    self.new_ends_without_newline, self.old_ends_without_newline)
+        return Hunk(self.old_start, self.new, self.old, self.new_ends_without_newline,
+                    self.old_ends_without_newline, self.at_start, self.at_end)
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,16 @@ def _safe_path(name: str, origin: str) -> str:
         raise DiffError(f"{origin}: unsafe target path {name!r}",
                         wanted="a normalised path inside site-packages", found=name)
     return name
+
+
+def _context(h, trailing: bool) -> int:
+    body = [ln.line_type for ln in h if ln.line_type != "\\"]
+    n = 0
+    for t in reversed(body) if trailing else body:
+        if t != " ":
+            break
+        n += 1
+    return n
 
 
 def parse(diff: str, origin: str) -> tuple[FilePatch, ...]:
@@ -99,6 +113,7 @@ def parse(diff: str, origin: str) -> tuple[FilePatch, ...]:
             raise DiffError(f"{origin}: {path} appears twice", hint="merge its hunks into one section")
         seen.add(path)
         hunks = []
+        width = max((max(_context(h, False), _context(h, True)) for h in pf), default=0)
         for h in pf:
             old, new = [], []
             old_nonl = new_nonl = False
@@ -123,9 +138,10 @@ def parse(diff: str, origin: str) -> tuple[FilePatch, ...]:
                 raise DiffError(f"{origin}: hunk counts disagree in {path}",
                                 wanted=f"-{h.source_length} +{h.target_length} lines",
                                 found=f"-{len(old)} +{len(new)} lines")
-            hunks.append(Hunk(h.source_start, tuple(old), tuple(new), old_nonl, new_nonl))
+            hunks.append(Hunk(h.source_start, tuple(old), tuple(new), old_nonl, new_nonl,
+                              _context(h, False) < width, _context(h, True) < width))
         files.append(FilePatch(path, tuple(hunks)))
-    if str(patchset) != diff:
+    if str(patchset).count("\n") != diff.count("\n"):
         # unidiff silently drops lines after a complete hunk; a truncated or
         # miscounted diff must not pass as a shorter valid one.
         raise DiffError(f"{origin}: lines outside the hunks", hint="a hunk's line counts do not match its body")
@@ -149,9 +165,14 @@ def _matches(lines: Text, at: int, want: tuple[str, ...], ends_without_newline: 
 
 
 def locate(lines: Text, want: tuple[str, ...], expected: int, lower: int,
-           ends_without_newline: bool = False) -> int | None:
+           ends_without_newline: bool = False, at_start: bool = False, at_end: bool = False) -> int | None:
     """Index where ``want`` sits: at ``expected``, else at the nearest offset >= ``lower``."""
     limit = len(lines) - len(want)
+    if at_start or at_end:
+        at = 0 if at_start else limit
+        if (not at_end or at == limit) and at >= lower and _matches(lines, at, want, ends_without_newline):
+            return at
+        return None
     for delta in range(0, max(limit, expected) + 1):
         for at in ((expected,) if delta == 0 else (expected - delta, expected + delta)):
             if lower <= at <= limit and _matches(lines, at, want, ends_without_newline):
@@ -182,7 +203,7 @@ def _apply(lines: Text, hunks: tuple[Hunk, ...], reverse: bool) -> tuple[Text, i
     for i, hunk in enumerate(hunks, 1):
         h = hunk.reversed() if reverse else hunk
         expected = max(h.old_start - 1, 0) + shift if h.old else h.old_start + shift
-        at = locate(tuple(out), h.old, expected, lower, h.old_ends_without_newline)
+        at = locate(tuple(out), h.old, expected, lower, h.old_ends_without_newline, h.at_start, h.at_end)
         if at is None:
             wanted = next((t for t in h.old if t.strip()), h.old[0] if h.old else "")
             near = out[expected].text if 0 <= expected < len(out) else "<end of file>"
@@ -210,7 +231,9 @@ def state(lines: Text, hunks: tuple[Hunk, ...]) -> tuple[FileState, HunkFailed |
     """Whether the file holds the pre-image, the post-image, or neither (with the first failure).
 
     When both directions fit (an insertion whose context also occurs elsewhere), the
-    direction that needed the smaller offsets wins, as GNU patch's reversed-patch check does.
+    direction that needed the smaller offsets wins; on a tie "applied" wins, because
+    applying twice is the failure patch tools are known for and undoing is checked
+    against RECORD anyway.
     """
     try:
         forward, f_moved = _apply(lines, hunks, False)
@@ -225,7 +248,7 @@ def state(lines: Text, hunks: tuple[Hunk, ...]) -> tuple[FileState, HunkFailed |
         backward = True
     except HunkFailed:
         backward = False
-    if forward is not None and (not backward or f_moved <= r_moved):
+    if forward is not None and (not backward or f_moved < r_moved):
         return FileState.PRISTINE, None
     if backward:
         return FileState.APPLIED, None

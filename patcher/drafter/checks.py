@@ -9,9 +9,6 @@ that is missing, a launch flag that runs EAGLE-3 as EAGLE-1.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-
 from . import engines
 from .checkpoint import Checkpoint
 from .configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
@@ -364,8 +361,8 @@ def _check_context(d: DrafterConfig, t: TargetConfig | None) -> list[Finding]:
 
 
 def _check_dtype(ckpt: Checkpoint, d: DrafterConfig) -> list[Finding]:
-    is_map: Callable[[str], bool] = lambda n: strip_model(n) in ("d2t", "t2d")  # noqa: E731
-    dtypes = sorted({i.dtype for n, i in ckpt.tensors.items() if not is_map(n)})
+    # d2t/t2d are integer/bool index maps, not weights; the engine never casts them.
+    dtypes = sorted({i.dtype for n, i in ckpt.tensors.items() if strip_model(n) not in ("d2t", "t2d")})
     out: list[Finding] = []
     if len(dtypes) > 1:
         out.append(hint("dtype.mixed", "weights mix dtypes; the engine casts them all to its --dtype",
@@ -381,7 +378,3 @@ def _check_dtype(ckpt: Checkpoint, d: DrafterConfig) -> list[Finding]:
     if not out and dtypes:
         out.append(ok("dtype", f"weights are {dtypes[0]}"))
     return out
-
-
-def describe_folder(path: Path) -> str:
-    return str(path)

@@ -31,7 +31,7 @@ class DecoderKey:
 
 
 def strip_model(name: str) -> str:
-    return name[len(MODEL_PREFIX):] if name.startswith(MODEL_PREFIX) else name
+    return name.removeprefix(MODEL_PREFIX)
 
 
 def decoder_key(name: str) -> DecoderKey | None:

@@ -34,16 +34,20 @@ def _torchvision_shim() -> None:
     )
 
 
-# --- sgl_kernel ---------------------------------------------------------------
+# --- sgl_kernel (and vllm for SGLang <= 0.5.7) ----------------------------------
 # Old SGLang (<= 0.5.9) imports ``sgl_kernel`` unconditionally on non-NPU/HIP
 # platforms (e.g. layers/moe/moe_runner/deep_gemm.py). The real package cannot
-# load without libcuda/libnvrtc. This finder sits at the *end* of sys.meta_path,
-# so it only answers when no real sgl_kernel is importable, and it serves inert
-# modules whose every attribute is a stub class: subclassable, attribute access
-# yields more stubs, and calling one raises.
+# load without libcuda/libnvrtc. SGLang <= 0.5.7 additionally falls back to
+# ``from vllm.model_executor.layers.activation import GeluAndMul, SiluAndMul``
+# (layers/activation.py, layernorm.py) on a CPU without AMX; the SGLang test envs
+# hold no vLLM, so that name is stubbed too for those releases only.
+# This finder sits at the *end* of sys.meta_path, so it only answers when no real
+# package of that name is importable, and it serves inert modules whose every
+# attribute is a stub class: subclassable, attribute access yields more stubs,
+# and calling one raises.
 class _StubMeta(type):
     def __call__(cls, *args, **kwargs):
-        raise RuntimeError(f"{cls.__qualname__} is a CPU test stub (sgl_kernel is not installed)")
+        raise RuntimeError(f"{cls.__qualname__} is a CPU test stub (its package is not installed)")
 
     def __getattr__(cls, name):
         if name.startswith("__"):
@@ -52,7 +56,8 @@ class _StubMeta(type):
 
 
 def _stub(qualname: str) -> type:
-    return _StubMeta(qualname.rsplit(".", 1)[-1], (), {"__qualname__": qualname, "__module__": "sgl_kernel"})
+    module = qualname.rsplit(".", 1)[0]
+    return _StubMeta(qualname.rsplit(".", 1)[-1], (), {"__qualname__": qualname, "__module__": module})
 
 
 class _StubModule(types.ModuleType):
@@ -64,9 +69,12 @@ class _StubModule(types.ModuleType):
         return value
 
 
-class _SglKernelStubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, roots):
+        self.roots = frozenset(roots)
+
     def find_spec(self, fullname, path=None, target=None):
-        if fullname == "sgl_kernel" or fullname.startswith("sgl_kernel."):
+        if fullname.partition(".")[0] in self.roots:
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
@@ -123,7 +131,7 @@ class _VllmCompilationHook(importlib.abc.MetaPathFinder):
 
 if "torchvision" in SHIMS:
     _torchvision_shim()
-if "sgl_kernel" in SHIMS:
-    sys.meta_path.append(_SglKernelStubFinder())
+if SHIMS & {"sgl_kernel", "vllm"}:
+    sys.meta_path.append(_StubFinder(SHIMS & {"sgl_kernel", "vllm"}))
 if "torch_ops_C" in SHIMS:
     sys.meta_path.insert(0, _VllmCompilationHook())

@@ -48,9 +48,10 @@ def tree(engine: str, version: str) -> Path:
         return dest
     with tempfile.TemporaryDirectory(dir=CACHE if CACHE.exists() else None) as tmp:
         subprocess.run(
+            # The wheel for this interpreter: SGLang >= 0.5.11 ships per-CPython builds
+            # (the sources we patch are the same in each).
             [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-             "--only-binary=:all:", "--python-version", "3.12", "--platform",
-             "manylinux_2_31_x86_64", "-d", tmp, f"{engine}=={version}"],
+             "--only-binary=:all:", "-d", tmp, f"{engine}=={version}"],
             check=True,
         )
         (wheel,) = Path(tmp).glob("*.whl")

@@ -1,0 +1,203 @@
+"""``patcher drafter check|fix``: the only module here that prints.
+
+Exit codes (stable):
+  0  nothing wrong (check: no finding of level "problem"; fix: the copy is written and verified)
+  1  check: at least one problem; fix: a faithful copy is impossible (nothing written)
+  2  bad input or usage: unreadable/corrupt file or config, bad flag, --out exists
+
+``check --json`` prints one object on stdout::
+
+  {"schema": "patcher.drafter.check/1",
+   "drafter": "/abs/path", "target": "/abs/path" | null,
+   "engine": {"name": "sglang", "version": "0.5.11", "keys_patch": "pending" | null,
+              "source": "detected" | "flags" | "detected+flags"} | null,
+   "findings": [{"level": "ok" | "problem" | "hint", "code": "keys.decoder_prefix",
+                 "message": "...", "wanted": "...", "found": "...", "hint": "..."}],
+   "counts": {"ok": 9, "problem": 1, "hint": 2},
+   "exit": 1}
+
+``fix --json`` prints::
+
+  {"schema": "patcher.drafter.fix/1", "drafter": "...", "out": "...", "engine": {...},
+   "renamed": {"from": "layers.0.", "to": "midlayer.", "count": 10} | null,
+   "config_rewritten": true, "notes": ["..."], "files": ["model.safetensors", ...],
+   "tensors_verified": 13, "bytes_verified": 4700000000, "exit": 0}
+
+On exit 2 (either command) the object is ``{"schema": ..., "error": {"what", "wanted",
+"found", "hint"}, "exit": 2}``; the same error also goes to stderr as text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from packaging.version import InvalidVersion, Version
+
+from ..errors import PatcherError
+from .checkpoint import read_checkpoint, read_config
+from .checks import check_drafter
+from .configs import parse_drafter_config, parse_target_config
+from .engines import ENGINES, EngineContext
+from .errors import DrafterInputError
+from .findings import LEVELS, PROBLEM, Finding, has_problem
+from .fix import plan_fix, write_fix
+
+Detect = Callable[[str | None], "tuple[str, Version, str | None] | None"]
+
+CHECK_SCHEMA = "patcher.drafter.check/1"
+FIX_SCHEMA = "patcher.drafter.fix/1"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "drafter", help="check or convert an EAGLE-3 drafter checkpoint for an engine release",
+        description="Read a drafter's config and safetensors headers (never its tensors) and say how "
+                    "the engine release will read it; or write a converted copy it reads as trained.")
+    sub = parser.add_subparsers(dest="drafter_command", metavar="{check,fix}")
+    sub.required = True
+
+    check = sub.add_parser("check", help="report how an engine release would read the drafter",
+                           description="Exit 0: nothing wrong; 1: a problem found; 2: unreadable input or bad usage.")
+    check.add_argument("drafter", type=Path, help="drafter folder (config.json + *.safetensors)")
+    check.add_argument("--target", type=Path, help="target model folder (its config.json is read)")
+    _engine_args(check)
+    check.add_argument("--flags", help='the server launch flags, quoted as one string')
+    check.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+
+    fix = sub.add_parser("fix", help="write a copy with the key names and config the engine release reads",
+                         description="Never writes in place; --out must not exist. Tensor bytes are copied "
+                                     "unchanged and verified by hash.")
+    fix.add_argument("drafter", type=Path, help="drafter folder (config.json + *.safetensors)")
+    fix.add_argument("--out", type=Path, required=True, help="new folder to create (must not exist)")
+    fix.add_argument("--target", type=Path, help="target model folder (decides whether aux ids are the default)")
+    _engine_args(fix)
+    fix.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    return parser
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=ENGINES, help="engine to check against (default: the one installed)")
+    p.add_argument("--engine-version", metavar="V", help="engine release (overrides the installed one)")
+
+
+def run(args: argparse.Namespace, *, out: TextIO, err: TextIO, detect: Detect) -> int:
+    schema = CHECK_SCHEMA if args.drafter_command == "check" else FIX_SCHEMA
+    try:
+        engine = resolve_engine(args.engine, args.engine_version, detect)
+        if args.drafter_command == "check":
+            return _check(args, engine, out, err)
+        return _fix(args, engine, out, err)
+    except PatcherError as exc:
+        for line in exc.lines():
+            print(line, file=err)
+        if args.json:
+            error = {"what": exc.what, "wanted": exc.wanted, "found": exc.found, "hint": exc.hint}
+            print(json.dumps({"schema": schema, "error": error, "exit": exc.exit_code}, indent=2), file=out)
+        return exc.exit_code
+
+
+def resolve_engine(name: str | None, version: str | None, detect: Detect) -> EngineContext | None:
+    detected = detect(name)
+    if detected is not None and name is not None and detected[0] != name:
+        detected = None  # the caller's detector answered for another engine
+    if version is not None:
+        try:
+            wanted = Version(version)
+        except InvalidVersion:
+            raise DrafterInputError("--engine-version is not a version", wanted="e.g. 0.5.11 or 0.10.1.1",
+                                    found=repr(version)) from None
+        engine = name or (detected[0] if detected else None)
+        if engine is None:
+            raise DrafterInputError("--engine-version needs --engine", wanted="--engine vllm|sglang",
+                                    found="no engine named and none installed")
+        # The installed patch state says nothing about another release than the installed one.
+        same = detected is not None and detected[0] == engine and detected[1] == wanted
+        return EngineContext(engine, wanted, detected[2] if same else None,
+                             "detected+flags" if same else "flags")
+    if detected is not None:
+        return EngineContext(detected[0], detected[1], detected[2], "detected")
+    if name is not None:
+        return EngineContext(name, None, None, "flags")
+    return None
+
+
+def _engine_json(engine: EngineContext | None) -> dict | None:
+    if engine is None:
+        return None
+    return {"name": engine.name, "version": str(engine.version) if engine.version else None,
+            "keys_patch": engine.keys_patch, "source": engine.source}
+
+
+def _check(args: argparse.Namespace, engine: EngineContext | None, out: TextIO, err: TextIO) -> int:
+    ckpt = read_checkpoint(args.drafter)
+    drafter = parse_drafter_config(ckpt.config, ckpt.folder / "config.json")
+    target = None
+    if args.target is not None:
+        target = parse_target_config(read_config(args.target), args.target / "config.json")
+    findings = check_drafter(ckpt, drafter, target, engine, args.flags)
+    code = 1 if has_problem(findings) else 0
+    if args.json:
+        counts = {level: sum(f.level == level for f in findings) for level in LEVELS}
+        print(json.dumps({
+            "schema": CHECK_SCHEMA, "drafter": str(ckpt.folder.absolute()),
+            "target": str(args.target.absolute()) if args.target else None,
+            "engine": _engine_json(engine), "findings": [f.to_json() for f in findings],
+            "counts": counts, "exit": code}, indent=2), file=out)
+        return code
+    fmt = "speculators" if drafter.format == "speculators" else ", ".join(drafter.architectures) or "no architecture"
+    print(f"drafter: {ckpt.folder} ({fmt}; {len(ckpt.tensors)} tensors in {len(ckpt.files)} file(s))", file=out)
+    if target is not None:
+        print(f"target:  {args.target} ({target.model_type}/{target.text_model_type}, "
+              f"{target.num_hidden_layers} layers, hidden {target.hidden_size}, vocab {target.vocab_size})", file=out)
+    if engine is None:
+        print("engine:  none installed or named (engine-specific checks are hints)", file=out)
+    else:
+        patch = f", keys patch {engine.keys_patch}" if engine.keys_patch else ""
+        print(f"engine:  {engine.label()} ({engine.source}{patch})", file=out)
+    for f in findings:
+        _print_finding(f, out)
+    n_problem = sum(f.level == PROBLEM for f in findings)
+    n_hint = sum(f.level == "hint" for f in findings)
+    print(f"result:  {n_problem} problem(s), {n_hint} hint(s), {len(findings) - n_problem - n_hint} ok", file=out)
+    return code
+
+
+def _print_finding(f: Finding, out: TextIO) -> None:
+    label = f.level.upper() if f.level == PROBLEM else f.level
+    print(f"  {label:8} {f.code}: {f.message}", file=out)
+    for name, text in (("wanted", f.wanted), ("found", f.found), ("hint", f.hint)):
+        if text and (f.level != "ok"):
+            print(f"           {name + ':':8}{text}", file=out)
+
+
+def _fix(args: argparse.Namespace, engine: EngineContext | None, out: TextIO, err: TextIO) -> int:
+    if engine is None:
+        raise DrafterInputError("fix needs to know the engine", wanted="--engine vllm|sglang --engine-version V",
+                                found="no engine named and none installed")
+    ckpt = read_checkpoint(args.drafter)
+    drafter = parse_drafter_config(ckpt.config, ckpt.folder / "config.json")
+    target = None
+    if args.target is not None:
+        target = parse_target_config(read_config(args.target), args.target / "config.json")
+    plan = plan_fix(ckpt, drafter, engine, target)
+    result = write_fix(ckpt, plan, args.out)
+    if args.json:
+        renamed = ({"from": plan.rename_from, "to": plan.rename_to, "count": plan.renamed}
+                   if plan.rename_from else None)
+        print(json.dumps({
+            "schema": FIX_SCHEMA, "drafter": str(ckpt.folder.absolute()), "out": str(result.out.absolute()),
+            "engine": _engine_json(engine), "renamed": renamed, "config_rewritten": plan.config_rewritten,
+            "notes": list(plan.notes), "files": list(result.files),
+            "tensors_verified": result.tensors_verified, "bytes_verified": result.bytes_verified,
+            "exit": 0}, indent=2), file=out)
+        return 0
+    print(f"wrote {result.out} for {engine.label()}", file=out)
+    for note in plan.notes:
+        print(f"  {note}", file=out)
+    print(f"  {result.tensors_verified} tensors ({result.bytes_verified} bytes) verified identical by sha256",
+          file=out)
+    return 0

@@ -1,0 +1,301 @@
+"""``drafter fix``: write a copy of a drafter that the chosen engine release reads as trained.
+
+What changes: decoder-layer key names (``layers.0.`` <-> ``midlayer.``) and config.json
+(speculators format -> the LlamaForCausalLMEagle3 config SGLang reads). What never
+changes: tensor bytes. Renaming keys leaves data offsets untouched (they are relative to
+the data section), so only the header is rewritten and the data section is streamed
+across; every tensor is then hashed on both sides and any difference aborts.
+
+Crash safety: everything is built in a hidden temp folder beside ``--out`` and renamed
+to the final name last, so an interrupted run never leaves a half-written drafter
+under the name the user will point the engine at. The input folder is never written.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from . import engines
+from .checkpoint import INDEX_NAME, Checkpoint
+from .configs import SPECULATORS, DrafterConfig, TargetConfig
+from .engines import LAYERS0, MIDLAYER, EngineContext
+from .errors import DrafterInputError, FixFailed
+from .key_names import decoder_key, rename, scheme_of
+from .safetensors_header import SafetensorsHeader, encode_header, read_header
+
+CHUNK = 16 << 20  # bounded memory per worker; large enough that syscalls do not dominate
+
+
+@dataclass(frozen=True)
+class FixPlan:
+    rename_from: str | None  # decoder prefix scheme to rename, or None
+    rename_to: str | None
+    renamed: int  # number of tensors renamed
+    config: dict  # config.json to write
+    config_rewritten: bool
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FixResult:
+    out: Path
+    plan: FixPlan
+    files: tuple[str, ...]  # files written, relative to out
+    tensors_verified: int
+    bytes_verified: int
+
+
+def plan_fix(ckpt: Checkpoint, drafter: DrafterConfig, engine: EngineContext,
+             target: TargetConfig | None) -> FixPlan:
+    if engine.version is None:
+        raise DrafterInputError("fix needs the engine release to know which key names it reads",
+                                wanted="--engine-version V, or the engine installed here",
+                                found=f"--engine {engine.name} without a version")
+    notes: list[str] = []
+    schemes = {scheme_of(dk.prefix) for n in ckpt.tensors if (dk := decoder_key(n)) is not None}
+    layers = {dk.layer for n in ckpt.tensors if (dk := decoder_key(n)) is not None}
+    if len(schemes) > 1:
+        raise FixFailed("decoder-layer tensors use both midlayer.* and layers.0.*; cannot tell which to keep",
+                        wanted="one spelling", found="both", hint="remove the stale set and run fix again")
+    accepted = engines.loader_accepts(engine.name, engine.version, engine.keys_patch)
+    src = dst = None
+    renamed = 0
+    if schemes and (current := next(iter(schemes))) not in accepted:
+        src, dst = current, (LAYERS0 if LAYERS0 in accepted else MIDLAYER)
+        if dst == MIDLAYER and layers != {0}:
+            raise FixFailed(f"{engine.label()} has a single midlayer; this drafter has decoder layers {sorted(layers)}",
+                            wanted="a one-layer drafter, or SGLang >= 0.5.12",
+                            found=f"{len(layers)} decoder layers")
+        renamed = sum(1 for n in ckpt.tensors if rename(n, src, dst) != n)
+        notes.append(f"renamed {renamed} tensors {src}* -> {dst}* for {engine.label()}")
+    config = ckpt.config
+    rewritten = False
+    if drafter.format == SPECULATORS and not engines.reads_speculators_config(engine.name, engine.version):
+        config, more = speculators_to_eagle3_llama(ckpt.config, drafter, engine, target)
+        notes += more
+        rewritten = True
+    if not notes:
+        notes.append(f"already read as trained by {engine.label()}; copied unchanged")
+    return FixPlan(rename_from=src, rename_to=dst, renamed=renamed, config=config,
+                   config_rewritten=rewritten, notes=tuple(notes))
+
+
+def speculators_to_eagle3_llama(config: dict, drafter: DrafterConfig, engine: EngineContext,
+                                target: TargetConfig | None) -> tuple[dict, list[str]]:
+    """The LlamaForCausalLMEagle3 config both engines read, from a speculators config."""
+    layer = config.get("transformer_layer_config") or {}
+    new = {k: v for k, v in layer.items() if k not in ("architectures", "auto_map")}
+    new["architectures"] = ["LlamaForCausalLMEagle3"]
+    new.setdefault("model_type", "llama")
+    for key in ("draft_vocab_size", "target_hidden_size", "norm_before_residual", "torch_dtype"):
+        if config.get(key) is not None:
+            new[key] = config[key]
+    notes = ["config.json rewritten from speculators format to LlamaForCausalLMEagle3"]
+    eagle_config: dict = {"use_aux_hidden_state": True}
+    ids = list(drafter.aux_layer_ids) if drafter.aux_layer_ids else None
+    if ids is not None:
+        shift = engines.aux_layer_id_shift(engine.name, engine.version, ids) if engine.version else 0
+        n = target.num_hidden_layers if target is not None else None
+        if shift and n is not None and ids == engines.default_aux_layer_ids(n):
+            # This release would add 1 to explicit ids; its default is the same layers
+            # unshifted, so leaving the ids out captures exactly what was trained on.
+            notes.append(f"aux layer ids {ids} left out: they are {engine.label()}'s default, "
+                         "and written out it would capture each one layer later")
+        else:
+            eagle_config["eagle_aux_hidden_state_layer_ids"] = ids
+            if shift:
+                notes.append(f"aux layer ids {ids} kept, but {engine.label()} adds 1 to them "
+                             "(pass --target so fix can tell whether they are the default)")
+    new["eagle_config"] = eagle_config
+    return new, notes
+
+
+def _refuse_bad_out(ckpt: Checkpoint, out: Path) -> Path:
+    out = Path(out)
+    if os.path.lexists(out):
+        raise DrafterInputError(f"{out}: already exists", wanted="a new path for the converted drafter",
+                                found="an existing " + ("folder" if out.is_dir() else "file"),
+                                hint="fix never overwrites; choose another --out or remove it first")
+    parent = out.absolute().parent
+    if not parent.is_dir():
+        raise DrafterInputError(f"{out}: parent folder does not exist", wanted=f"an existing folder {parent}",
+                                found="missing")
+    src = ckpt.folder.resolve()
+    if parent.resolve() == src or src in parent.resolve().parents:
+        raise DrafterInputError(f"{out}: inside the input drafter folder", wanted="--out outside " + str(src),
+                                found=str(out), hint="fix never writes into or next to the input files")
+    return out
+
+
+def write_fix(ckpt: Checkpoint, plan: FixPlan, out: Path, *, workers: int | None = None) -> FixResult:
+    out = _refuse_bad_out(ckpt, out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.absolute().parent))
+    try:
+        written: list[str] = []
+        pairs: list[tuple[SafetensorsHeader, Path]] = []
+        for header in ckpt.files:
+            dst = tmp / header.path.name
+            _write_shard(header, plan, dst)
+            pairs.append((header, dst))
+            written.append(dst.name)
+        _write_json(tmp / "config.json", plan.config)
+        written.append("config.json")
+        if ckpt.index is not None:
+            index = dict(ckpt.index)
+            index["weight_map"] = {_new_name(n, plan): f for n, f in ckpt.index["weight_map"].items()}
+            _write_json(tmp / INDEX_NAME, index)
+            written.append(INDEX_NAME)
+        written += _copy_side_files(ckpt, tmp, set(written))
+        tensors, nbytes = _verify(pairs, plan, workers or os.cpu_count() or 1)
+        _fsync_tree(tmp)
+        if os.path.lexists(out):  # created by someone else while we worked
+            raise DrafterInputError(f"{out}: appeared while fix was running", wanted="a new path",
+                                    found="an existing entry", hint="nothing was written under that name")
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return FixResult(out=out, plan=plan, files=tuple(written), tensors_verified=tensors, bytes_verified=nbytes)
+
+
+def _new_name(name: str, plan: FixPlan) -> str:
+    if plan.rename_from is None or plan.rename_to is None:
+        return name
+    return rename(name, plan.rename_from, plan.rename_to)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def _copy_side_files(ckpt: Checkpoint, tmp: Path, done: set[str]) -> list[str]:
+    # Tokenizer files, generation_config.json, README: carried over unchanged so the
+    # copy is a complete drafter folder. Stray .safetensors files the engine would not
+    # load are left behind, like sub-folders.
+    copied = []
+    for entry in sorted(ckpt.folder.iterdir()):
+        if entry.name in done or not entry.is_file() or entry.suffix == ".safetensors" or entry.name == INDEX_NAME:
+            continue
+        shutil.copyfile(entry, tmp / entry.name)
+        copied.append(entry.name)
+    return copied
+
+
+def _write_shard(header: SafetensorsHeader, plan: FixPlan, dst: Path) -> None:
+    infos = sorted(header.tensors.values(), key=lambda t: t.begin)
+    renamed = [replace(t, name=_new_name(t.name, plan)) for t in infos]
+    new_header = encode_header(renamed, header.metadata)
+    with open(header.path, "rb") as fi, open(dst, "wb") as fo:
+        fo.write(new_header)
+        fo.flush()
+        _copy_data(fi.fileno(), fo.fileno(), header.data_start, len(new_header), header.file_size)
+        os.ftruncate(fo.fileno(), len(new_header) + header.data_size)
+
+
+def _data_extents(fd: int, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Ranges of [start, end) that hold data. Holes of a sparse file read as zeros, so
+    skipping them and truncating the output to size gives the same bytes (like cp)."""
+    pos = start
+    while pos < end:
+        try:
+            data = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # no data after pos: the rest is a hole
+                return
+            yield pos, end  # filesystem without SEEK_DATA: everything is data
+            return
+        if data >= end:
+            return
+        hole = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+        yield data, hole
+        pos = hole
+
+
+def _copy_data(fi: int, fo: int, src_start: int, dst_start: int, src_end: int) -> None:
+    for begin, end in _data_extents(fi, src_start, src_end):
+        src, dst = begin, dst_start + (begin - src_start)
+        while src < end:
+            n = min(CHUNK * 4, end - src)
+            try:
+                # In-kernel copy: no trip through Python buffers; reflinks where supported.
+                done = os.copy_file_range(fi, fo, n, src, dst)
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+                done = _pread_pwrite(fi, fo, n, src, dst)
+            if done <= 0:
+                raise FixFailed("input file shrank while copying", wanted=f"{end - src} more bytes", found="end of file")
+            src += done
+            dst += done
+
+
+def _pread_pwrite(fi: int, fo: int, n: int, src: int, dst: int) -> int:
+    buf = os.pread(fi, min(n, CHUNK), src)
+    if buf:
+        os.pwrite(fo, buf, dst)
+    return len(buf)
+
+
+def _verify(pairs: list[tuple[SafetensorsHeader, Path]], plan: FixPlan, workers: int) -> tuple[int, int]:
+    """Hash every tensor's bytes in the input and in the copy; raise FixFailed on any difference."""
+    jobs: list[tuple[str, str, Path, int, Path, int, int]] = []
+    for src_header, dst_path in pairs:
+        dst_header = read_header(dst_path)
+        for t in src_header.tensors.values():
+            new = dst_header.tensors.get(_new_name(t.name, plan))
+            if new is None or (new.dtype, new.shape, new.begin, new.end) != (t.dtype, t.shape, t.begin, t.end):
+                raise FixFailed(f"tensor {t.name!r} changed in the rewritten header",
+                                wanted=f"{t.dtype} {list(t.shape)} at {t.begin}", found=repr(new))
+            for off in range(t.begin, t.end, CHUNK) if t.end > t.begin else [t.begin]:
+                n = min(CHUNK, t.end - off)
+                jobs.append((t.name, src_header.path.name, src_header.path, src_header.data_start + off,
+                             dst_path, dst_header.data_start + off, n))
+    # A tensor's digest is a hash over its chunk digests, so one large tensor (embed_tokens
+    # is half of a drafter) still spreads over every core; hashlib releases the GIL.
+    per_tensor: dict[tuple[str, str], tuple[hashlib._Hash, hashlib._Hash]] = {}
+    total = 0
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for (name, shard, *_rest), (a, b, n) in zip(jobs, pool.map(_hash_pair, jobs)):
+            ha, hb = per_tensor.setdefault((shard, name), (hashlib.sha256(), hashlib.sha256()))
+            ha.update(a)
+            hb.update(b)
+            total += n
+    for (shard, name), (ha, hb) in per_tensor.items():
+        if ha.digest() != hb.digest():
+            raise FixFailed(f"tensor {name!r} in {shard} differs after the copy",
+                            wanted=f"sha256 {ha.hexdigest()}", found=f"sha256 {hb.hexdigest()}",
+                            hint="disk or filesystem error? nothing was written under --out")
+    return len(per_tensor), total
+
+
+def _hash_pair(job: tuple[str, str, Path, int, Path, int, int]) -> tuple[bytes, bytes, int]:
+    _name, _shard, src, src_off, dst, dst_off, n = job
+    return _hash_range(src, src_off, n), _hash_range(dst, dst_off, n), n
+
+
+def _hash_range(path: Path, offset: int, n: int) -> bytes:
+    with open(path, "rb") as fh:
+        data = os.pread(fh.fileno(), n, offset)
+    if len(data) != n:
+        raise FixFailed(f"{path}: short read while verifying", wanted=f"{n} bytes at {offset}", found=f"{len(data)}")
+    return hashlib.sha256(data).digest()
+
+
+def _fsync_tree(folder: Path) -> None:
+    for entry in folder.iterdir():
+        with open(entry, "rb") as fh:
+            os.fsync(fh.fileno())
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
