@@ -103,7 +103,8 @@ def _describe(engine: str, python: str | None, site: Path | None, wanted: list[s
                 "imported": str(pkg) if pkg.is_dir() else None,
                 "copies": [{"dist_info": str(d._path), "version": d.version} for d in dists],  # type: ignore[attr-defined]
                 "others": {}}
-    if python is None or os.path.realpath(python) == os.path.realpath(sys.executable):
+    # Compare paths without resolving symlinks: a venv's python is a symlink to its base.
+    if python is None or os.path.abspath(python) == os.path.abspath(sys.executable):
         info = _introspect.describe(engine, wanted)
         info["executable"] = sys.executable
         return info

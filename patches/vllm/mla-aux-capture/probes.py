@@ -83,7 +83,8 @@ def deepseek_forward_returns_aux_states(module) -> None:
     n = 8
     aux = (2, 4, 5)
     model = _bare_model(module, n)
-    model.layers = [_FakeLayer(i) for i in range(n)]  # plain list: islice works, no nn checks
+    del model.layers  # drop the ModuleList so a plain list of callables can stand in
+    model.layers = [_FakeLayer(i) for i in range(n)]
     model.start_layer, model.end_layer = 0, n
     model.config = SimpleNamespace()  # no llama_4_scaling
     model.embed_input_ids = lambda ids: torch.ones(ids.shape[0], 4)

@@ -1,0 +1,123 @@
+"""A small engine distribution built by the tests as a real wheel and installed with real pip.
+
+So RECORD, dist-info and compiled bytecode are exactly what pip makes, and every
+scenario runs the patched module in a fresh interpreter of that environment.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ENGINE = "toyengine"
+
+# The module we patch: value() returns 1 before and 2 after (same size on purpose:
+# a same-size, same-second edit is the classic stale-.pyc trap).
+MODULE_V1 = '''"""Toy engine core."""
+
+
+def value():
+    return 1
+
+
+def name():
+    return "toy"
+'''
+PATCHED = MODULE_V1.replace("return 1", "return 2")
+
+DIFF = """--- a/toyengine/core.py
++++ b/toyengine/core.py
+@@ -2,7 +2,7 @@
+ 
+ 
+ def value():
+-    return 1
++    return 2
+ 
+ 
+ def name():
+"""
+
+MANIFEST = """title = "toy fix"
+why = "value() must be 2"
+refs = ["toy/toy#1"]
+
+[[variant]]
+id = "v1"
+versions = ">=1.0,<2.0"
+
+[[upstream]]
+versions = ">=2.0,<3.0"
+since = "2.0"
+ref = "toy/toy#2"
+evidence = [{ file = "toyengine/core.py", contains = ["return 2"] }]
+
+[[refused]]
+versions = "<1.0"
+reason = "no core module"
+use = "1.0"
+evidence = [{ file = "toyengine/core.py", lacks = ["def value"] }]
+
+[[probe]]
+id = "value-is-2"
+module = "toyengine.core"
+check = "value_is_2"
+when = ["v1", "upstream"]
+"""
+
+PROBES = '''def value_is_2(mod):
+    got = mod.value()
+    assert got == 2, f"toyengine.core.value() returned {got}, wanted 2"
+'''
+
+
+def _hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def build_wheel(dest: Path, version: str, core: str = MODULE_V1) -> Path:
+    files = {
+        f"{ENGINE}/__init__.py": b"",
+        f"{ENGINE}/core.py": core.encode(),
+        f"{ENGINE}/other.py": b"X = 1\n",
+    }
+    info = f"{ENGINE}-{version}.dist-info"
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {ENGINE}\nVersion: {version}\n".encode()
+    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = "".join(f"{p},{_hash(d)},{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
+    files[f"{info}/RECORD"] = record.encode()
+    wheel = dest / f"{ENGINE}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for p, d in files.items():
+            zf.writestr(p, d)
+    return wheel
+
+
+def write_family(root: Path) -> Path:
+    fam = root / ENGINE / "fix"
+    fam.mkdir(parents=True)
+    (fam / "patch.toml").write_text(MANIFEST)
+    (fam / "v1.diff").write_text(DIFF)
+    (fam / "probes.py").write_text(PROBES)
+    return root
+
+
+def make_venv(path: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    return path / "bin" / "python"
+
+
+def pip_install(python: Path, wheel: Path, *extra: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
+                    "--no-deps", "--no-index", *extra, str(wheel)], check=True,
+                   capture_output=True)
+
+
+def run_value(python: Path, env: dict | None = None) -> int:
+    out = subprocess.run([str(python), "-c", "import toyengine.core as c; print(c.value())"],
+                         check=True, capture_output=True, text=True, env=env)
+    return int(out.stdout.strip())
