@@ -125,19 +125,25 @@ def _from_files(family: Family, variant: Variant, files: Files, record: dict | N
 
 def _unknown(family: Family, files: Files, version: Version, record: dict | None) -> Status:
     """A release no entry declares: classify from content alone."""
+    in_place = None
     for v in family.variants:
         st = _from_files(family, v, files, record, untested=True)
-        if st.state in (State.APPLIED, State.PENDING, State.LOST):
-            if st.state is not State.APPLIED:
-                st.state = State.UNKNOWN
-                st.detail = (f"{version} is not a tested release, but its files match variant {v.id}'s "
-                             "pre-image byte for byte")
-                st.hint = "'patcher apply --allow-untested' applies it"
+        if st.state in (State.PENDING, State.LOST):
+            st.state = State.UNKNOWN
+            st.detail = (f"{version} is not a tested release, but its files match variant {v.id}'s "
+                         "pre-image byte for byte")
+            st.hint = "'patcher apply --allow-untested' applies it"
             return st
+        if st.state is State.APPLIED:
+            if record is not None:
+                return st
+            in_place = in_place or st
     for up in family.upstream:
         if _evidence(files, up) is None:
             return Status(family, State.UPSTREAM, f"fix present (in upstream since {up.since}, {up.ref}); "
                           f"{version} itself is not in our matrix", untested=True)
+    if in_place is not None:
+        return in_place
     nearest = min(family.variants, key=lambda v: _distance(v, version), default=None)
     if nearest is None:
         return Status(family, State.UNKNOWN, f"no entry covers {version}", hint="file an issue")
