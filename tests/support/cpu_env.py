@@ -1,0 +1,357 @@
+"""CPU-only virtual environments in which real vLLM / SGLang releases import.
+
+Our real-import probes need the engine's own modules importable in a fresh
+interpreter, on a CI machine with 2 cores, no GPU and the CPU build of torch
+2.13.0 (a local wheel that ``pip install torch==2.13.0+cpu`` takes). A full
+``pip install vllm==X`` pulls ~10 GB of CUDA wheels, so instead each *line* of
+releases shares one venv built from a lock file ``tests/cpu_envs/<line>.txt``
+(exact pins, installed with ``--no-deps``), and only the engine wheel is swapped
+in with ``pip install --no-deps <engine>==<version>``.
+
+* The venv lives in ``~/.cache/kimi-patcher/envs/<line>/``. A marker file holding
+  the hash of the lock and of the shims is written last; a missing or different
+  marker means the venv is rebuilt from scratch (so an interrupted build is redone).
+* ``tests/cpu_envs/sitecustomize.py`` is copied into the venv's site-packages with
+  the import-only shims the (engine, version) needs (see that file for why each).
+* After an engine swap, the engine's compiled ``*.so`` that cannot be loaded on
+  this machine (vLLM's CUDA kernels) are deleted, but only if the probes still
+  pass without them; otherwise they are put back.
+
+CLI: ``python -m tests.support.cpu_env --check <engine> <version> [<version> ...]``
+builds or reuses the env, swaps the engine in and prints the import table.
+See tests/cpu_envs/NOTES.md for the measured coverage, timings and disk use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import Version
+
+CACHE = Path(os.environ.get("KIMI_PATCHER_CACHE", Path.home() / ".cache" / "kimi-patcher"))
+ENVS = CACHE / "envs"
+LOCKS = Path(__file__).resolve().parents[1] / "cpu_envs"
+SHIM_TEMPLATE = LOCKS / "sitecustomize.py"
+_MARKER = ".kimi-env-complete"  # written last: holds the lock+shim hash
+_ENGINE_STATE = ".kimi-engine"  # "<engine>==<version>" once swapped in and pruned
+
+# (engine, first release, last release or None = open) -> line. Boundaries follow
+# the engines' own pins: SGLang moved to transformers 5 in 0.5.10; vLLM ...
+LINES: list[tuple[str, str, str | None, str]] = [
+    ("sglang", "0.5.1", "0.5.9", "sglang-old"),
+    ("sglang", "0.5.10", None, "sglang-new"),
+    ("vllm", "0.10.0", "0.17.1", "vllm-old"),
+    ("vllm", "0.18.0", None, "vllm-new"),
+]
+
+PROBE_TIMEOUT = 600  # seconds per import; a cold import on 2 busy cores is < 30 s
+
+
+def _v(version: str) -> Version:
+    return Version(version)
+
+
+def line_for(engine: str, version: str) -> str:
+    """The env line whose lock serves ``engine==version``."""
+    v = _v(version)
+    for eng, first, last, line in LINES:
+        if eng == engine and v >= _v(first) and (last is None or v <= _v(last) or
+                                                 v.base_version == _v(last).base_version):
+            return line
+    raise ValueError(f"no CPU env line covers {engine}=={version}")
+
+
+def shims_for(engine: str, version: str) -> frozenset[str]:
+    """The sitecustomize shims ``engine==version`` needs (see cpu_envs/sitecustomize.py)."""
+    v = _v(version)
+    if engine == "sglang":
+        shims = {"torchvision"}
+        if v < _v("0.5.10"):
+            shims.add("sgl_kernel")
+        if v < _v("0.5.8"):
+            shims.add("vllm")
+        return frozenset(shims)
+    if engine == "vllm":
+        return frozenset({"torch_ops_C"})
+    raise ValueError(engine)
+
+
+@dataclass(frozen=True)
+class Probe:
+    module: str
+    first: str | None = None  # inclusive
+    last: str | None = None  # inclusive
+    prelude: tuple[str, ...] = ()  # imported first, in the same interpreter
+
+    def applies(self, version: str) -> bool:
+        v = _v(version)
+        return (self.first is None or v >= _v(self.first)) and (self.last is None or v <= _v(self.last))
+
+
+PROBES: dict[str, list[Probe]] = {
+    "sglang": [
+        # 0.5.4.x has a real circular import (linear -> quantization -> auto_round
+        # -> linear) when llama_eagle3 is the first sglang model module imported;
+        # the engine itself always has quantization imported by then.
+        Probe("sglang.srt.models.llama_eagle3", prelude=("sglang.srt.layers.quantization",), last="0.5.4.post3"),
+        Probe("sglang.srt.models.llama_eagle3", first="0.5.5"),
+        Probe("sglang.srt.models.deepseek_v2"),
+        Probe("sglang.srt.models.kimi_k25", first="0.5.9"),
+        Probe("sglang.srt.layers.communicator", last="0.5.20"),
+        Probe("sglang.srt.layers.layer_boundary.residual.add_norm", first="0.5.21"),
+        Probe("sglang.srt.layers.flashinfer_comm_fusion", first="0.5.14"),
+    ],
+    "vllm": [
+        Probe("vllm.config.speculative", first="0.11.0"),
+        Probe("vllm.model_executor.models.deepseek_v2"),
+        Probe("vllm.model_executor.models.kimi_k25", first="0.15.0"),
+        Probe("vllm.v1.spec_decode.eagle"),
+        Probe("vllm.model_executor.models.llama_eagle3"),
+        Probe("vllm.compilation.collective_fusion", last="0.15.1"),
+        Probe("vllm.compilation.passes.fusion.allreduce_rms_fusion", first="0.16.0"),
+    ],
+}
+
+
+def probes_for(engine: str, version: str) -> list[Probe]:
+    return [p for p in PROBES[engine] if p.applies(version)]
+
+
+# --------------------------------------------------------------------------- env
+
+
+def _lock_path(line: str) -> Path:
+    return LOCKS / f"{line}.txt"
+
+
+def _key(line: str) -> str:
+    h = hashlib.sha256(_lock_path(line).read_bytes())
+    h.update(SHIM_TEMPLATE.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _site_packages(env: Path) -> Path:
+    (sp,) = env.glob("lib/python3*/site-packages")
+    return sp
+
+
+@contextlib.contextmanager
+def _build_lock():
+    """One build or engine swap at a time on this machine (2 cores, tight disk)."""
+    ENVS.mkdir(parents=True, exist_ok=True)
+    with open(ENVS / ".build.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _pip(python: Path, *args: str) -> None:
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps",
+                    "--disable-pip-version-check", *args], check=True)
+
+
+def _ensure_line(line: str, log=print) -> Path:
+    """The venv of ``line``, built from its lock if missing or stale. Caller holds the build lock."""
+    env = ENVS / line
+    key = _key(line)
+    marker = env / _MARKER
+    if marker.exists() and json.loads(marker.read_text()).get("key") == key:
+        return env
+    log(f"[cpu_env] building {line} in {env} (lock {key})")
+    t0 = time.monotonic()
+    shutil.rmtree(env, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    _pip(env / "bin" / "python", "-r", str(_lock_path(line)))
+    info = {"key": key, "build_seconds": round(time.monotonic() - t0, 1), "built": time.strftime("%F %T")}
+    marker.write_text(json.dumps(info) + "\n")
+    log(f"[cpu_env] built {line} in {info['build_seconds']} s")
+    return env
+
+
+def _installed_version(env: Path, engine: str) -> str | None:
+    for d in _site_packages(env).glob(f"{engine}-*.dist-info"):
+        return d.name[len(engine) + 1: -len(".dist-info")]
+    return None
+
+
+def _write_shims(env: Path, engine: str, version: str) -> None:
+    shims = sorted(shims_for(engine, version))
+    text = SHIM_TEMPLATE.read_text()
+    text, n = re.subn(r"^SHIMS: frozenset\[str\] = frozenset\(\)",
+                      f"SHIMS: frozenset[str] = frozenset({shims!r})", text, flags=re.M)
+    assert n == 1, "SHIMS line not found in the sitecustomize template"
+    (_site_packages(env) / "sitecustomize.py").write_text(text)
+
+
+def _unloadable_so(env: Path, engine: str) -> list[Path]:
+    """The engine's shared objects that fail to dlopen here (torch loaded first)."""
+    root = _site_packages(env) / engine
+    libs = sorted(str(p) for p in root.rglob("*.so"))
+    if not libs:
+        return []
+    code = (
+        "import ctypes, json, sys, torch\n"
+        "bad = []\n"
+        "for p in json.loads(sys.argv[1]):\n"
+        "    try: ctypes.CDLL(p)\n"
+        "    except OSError: bad.append(p)\n"
+        "print(json.dumps(bad))\n"
+    )
+    out = subprocess.run([str(env / "bin" / "python"), "-c", code, json.dumps(libs)],
+                         check=True, capture_output=True, text=True, cwd=tempfile.gettempdir()).stdout
+    return [Path(p) for p in json.loads(out.strip().splitlines()[-1])]
+
+
+def _swap_engine(env: Path, engine: str, version: str, log=print) -> list[dict] | None:
+    """Put ``engine==version`` in ``env``; returns probe results if pruning ran them."""
+    state = env / _ENGINE_STATE
+    want = f"{engine}=={version}"
+    if state.exists() and state.read_text().strip() == want and _installed_version(env, engine) == version:
+        return None
+    state.unlink(missing_ok=True)
+    python = env / "bin" / "python"
+    if _installed_version(env, engine) != version:
+        t0 = time.monotonic()
+        _pip(python, want)
+        log(f"[cpu_env] installed {want} in {time.monotonic() - t0:.1f} s")
+    _write_shims(env, engine, version)
+    results = None
+    bad = _unloadable_so(env, engine)
+    if bad:
+        sp = _site_packages(env)
+        aside = env / ".pruned-so"
+        shutil.rmtree(aside, ignore_errors=True)
+        for p in bad:
+            dest = aside / p.relative_to(sp)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(p), dest)
+        results = run_probes(python, engine, version)
+        if all(r["ok"] for r in results):
+            shutil.rmtree(aside)
+            log(f"[cpu_env] deleted {len(bad)} unloadable *.so of {want}; probes pass without them")
+        else:  # keep the engine as shipped
+            for p in bad:
+                shutil.move(str(aside / p.relative_to(sp)), p)
+            shutil.rmtree(aside)
+            log(f"[cpu_env] kept {len(bad)} unloadable *.so of {want}: some probes fail without them")
+            results = None
+    state.write_text(want + "\n")
+    return results
+
+
+def env_python(engine: str, version: str) -> Path:
+    """Python of a CPU venv where ``engine==version`` is installed and importable."""
+    return _prepare(engine, version)[0]
+
+
+def _prepare(engine: str, version: str, log=print) -> tuple[Path, list[dict] | None]:
+    line = line_for(engine, version)
+    with _build_lock():
+        env = _ensure_line(line, log)
+        results = _swap_engine(env, engine, version, log)
+    return env / "bin" / "python", results
+
+
+# ------------------------------------------------------------------------ probes
+
+_PROBE_CODE = """
+import importlib, json, sys, time, traceback
+pre, mod = json.loads(sys.argv[1]), sys.argv[2]
+try:
+    for m in pre:
+        importlib.import_module(m)
+    t = time.perf_counter()
+    importlib.import_module(mod)
+    print("KIMI-PROBE " + json.dumps({"ok": True, "seconds": round(time.perf_counter() - t, 1)}))
+except BaseException as e:
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f"{tb[-1].filename.split('site-packages/')[-1]}:{tb[-1].lineno}" if tb else ""
+    print("KIMI-PROBE " + json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"[:300], "where": where}))
+"""
+
+
+def probe_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return env
+
+
+def run_probe(python: Path, probe: Probe) -> dict:
+    """Import ``probe.module`` in a fresh interpreter of ``python``."""
+    t0 = time.monotonic()
+    proc = subprocess.run([str(python), "-c", _PROBE_CODE, json.dumps(list(probe.prelude)), probe.module],
+                          capture_output=True, text=True, env=probe_env(), cwd=tempfile.gettempdir(),
+                          timeout=PROBE_TIMEOUT)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("KIMI-PROBE ")]
+    if lines:
+        res = json.loads(lines[-1][len("KIMI-PROBE "):])
+    else:
+        res = {"ok": False, "error": f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}", "where": ""}
+    res.update(module=probe.module, prelude=list(probe.prelude), wall=round(time.monotonic() - t0, 1))
+    return res
+
+
+def run_probes(python: Path, engine: str, version: str) -> list[dict]:
+    return [run_probe(python, p) for p in probes_for(engine, version)]
+
+
+def _du(path: Path) -> str:
+    out = subprocess.run(["du", "-sh", str(path)], capture_output=True, text=True).stdout
+    return out.split()[0] if out else "?"
+
+
+def check(engine: str, versions: list[str]) -> bool:
+    ok = True
+    for version in versions:
+        t0 = time.monotonic()
+        python, results = _prepare(engine, version)
+        prep = time.monotonic() - t0
+        if results is None:
+            results = run_probes(python, engine, version)
+        env = python.parents[1]
+        print(f"\n## {engine} {version}  (line {env.name}, env {_du(env)}, prepare {prep:.1f} s, "
+              f"shims: {', '.join(sorted(shims_for(engine, version)))})")
+        for r in results:
+            pre = f" (after {', '.join(r['prelude'])})" if r["prelude"] else ""
+            if r["ok"]:
+                print(f"  OK   {r['seconds']:5.1f} s  (wall {r['wall']:4.1f})  {r['module']}{pre}")
+            else:
+                ok = False
+                print(f"  FAIL {r['module']}{pre}: {r['error']}  [{r['where']}]")
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.support.cpu_env", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", nargs="+", metavar=("ENGINE", "VERSION"),
+                    help="build/reuse the env for ENGINE VERSION... and print the import table")
+    ap.add_argument("--python", nargs=2, metavar=("ENGINE", "VERSION"), help="print the env's python")
+    args = ap.parse_args(argv)
+    if args.python:
+        print(env_python(*args.python))
+        return 0
+    if args.check:
+        if len(args.check) < 2:
+            ap.error("--check needs ENGINE and at least one VERSION")
+        return 0 if check(args.check[0], args.check[1:]) else 1
+    ap.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
