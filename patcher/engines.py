@@ -94,8 +94,19 @@ def _record(dist_info: Path) -> dict[str, str]:
     return out
 
 
+def _editable(dist_info: Path) -> bool:
+    try:
+        direct = json.loads((dist_info / "direct_url.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(isinstance(direct, dict) and direct.get("dir_info", {}).get("editable"))
+
+
 def _describe(engine: str, python: str | None, site: Path | None, wanted: list[str]) -> dict:
     if site is not None:
+        if not site.is_dir():
+            raise EngineError(f"{site} is not a directory", wanted="the site-packages directory holding the engine",
+                              found=str(site))
         dists = [d for d in importlib_metadata.distributions(path=[str(site)])
                  if (d.metadata["Name"] or "").lower() == engine]
         pkg = site / engine
@@ -141,8 +152,7 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
                           hint="an editable checkout or PYTHONPATH shadows the wheel; patch the checkout with git, "
                                "or remove it from the path")
     dist_info = Path(chosen["dist_info"])
-    direct = dist_info / "direct_url.json"
-    if direct.exists() and '"editable": true' in direct.read_text().replace(" ", "").replace('"editable":true', '"editable": true'):
+    if _editable(dist_info):
         raise EngineError(f"{engine} is an editable install", found=str(dist_info),
                           hint="patch your source checkout with 'git apply' on our diffs instead")
     try:
