@@ -1,0 +1,78 @@
+"""Manifest validation: a bad patch.toml is rejected with the field quoted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patcher import manifest
+from patcher.errors import ManifestError
+
+GOOD = """title = "t"
+why = "w"
+[[variant]]
+id = "v1"
+versions = ">=1.0,<2.0"
+"""
+DIFF = "--- a/eng/m.py\n+++ b/eng/m.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+
+def family(tmp_path: Path, toml: str, diff: str = DIFF, name: str = "v1.diff") -> Path:
+    folder = tmp_path / "eng" / "fam"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "patch.toml").write_text(toml)
+    (folder / name).write_text(diff)
+    return folder
+
+
+def test_good_manifest_loads(tmp_path):
+    f = manifest.load(family(tmp_path, GOOD))
+    assert f.id == "eng/fam" and f.default and [fp.path for fp in f.patches["v1"]] == ["eng/m.py"]
+
+
+@pytest.mark.parametrize("toml,message", [
+    (GOOD.replace('title = "t"\n', ""), "eng/fam/patch.toml: missing field 'title'"),
+    (GOOD.replace('">=1.0,<2.0"', '">=1.0,<"'), "eng/fam/patch.toml variant[0]: invalid specifier 'versions' = '>=1.0,<'"),
+    (GOOD.replace('id = "v1"', "id = 1"), "eng/fam/patch.toml variant[0]: field 'id' = 1"),
+    ("colour = 1\n" + GOOD, "eng/fam/patch.toml: unknown field 'colour'"),
+    (GOOD + "colour = 1\n", "eng/fam/patch.toml variant[0]: unknown field 'colour'"),
+    (GOOD + '[[variant]]\nid = "v2"\nversions = ">=1.5"\ndiffs = ["v1.diff"]\n',
+     "eng/fam/patch.toml: version ranges overlap at 1.5"),
+    (GOOD + '[[upstream]]\nversions = ">=2.0"\nsince = "2.0"\nref = "x#1"\nevidence = [{ file = "eng/m.py" }]\n',
+     "eng/fam/patch.toml upstream[0].evidence[0]: neither 'contains' nor 'lacks'"),
+    (GOOD + '[[requires]]\ndistribution = "fi"\nversions = ">=1"\nseverity = "maybe"\nwhy = "w"\n',
+     "eng/fam/patch.toml requires[0]: field 'severity' = 'maybe'"),
+    (GOOD + '[[probe]]\nid = "p"\nmodule = "m"\ncheck = "c"\nwhen = ["v9"]\n',
+     "eng/fam/patch.toml probe[0]: field 'when' names 'v9'"),
+    ("title = [", "eng/fam/patch.toml: "),
+])
+def test_bad_manifest_quotes_the_field(tmp_path, toml, message):
+    with pytest.raises(ManifestError) as exc:
+        manifest.load(family(tmp_path, toml))
+    assert exc.value.what.startswith(message)
+
+
+def test_diff_outside_the_engine_is_rejected(tmp_path):
+    with pytest.raises(ManifestError) as exc:
+        manifest.load(family(tmp_path, GOOD, DIFF.replace("eng/m.py", "other/m.py")))
+    assert exc.value.what == "eng/fam/v1.diff: target 'other/m.py' is outside the engine"
+
+
+def test_every_shipped_manifest_loads_and_has_probes():
+    fams = manifest.load_all()
+    assert {f.engine for f in fams} == {"vllm", "sglang"}
+    for f in fams:
+        assert f.probes, f"{f.id} has no probe"
+        assert (f.folder / "probes.py").is_file()
+        import ast
+        tree = ast.parse((f.folder / "probes.py").read_text())
+        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        for p in f.probes:
+            assert p.check in names, f"{f.id}: probe {p.id} names missing function {p.check}"
+
+
+def test_shipped_diffs_have_no_carriage_returns():
+    """Integrity: a diff converted by a Windows checkout must never ship (parse rejects it too)."""
+    for diff in manifest.PATCHES.rglob("*.diff"):
+        assert b"\r" not in diff.read_bytes(), diff
