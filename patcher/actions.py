@@ -57,8 +57,11 @@ class Report:
 
 def families(engine: str, opts: Options) -> tuple[Family, ...]:
     every = manifest.load_all(opts.patches, (engine,))
-    known = {f.id for f in manifest.load_all(opts.patches)} | {f.name for f in every}
-    for name in (*opts.only, *opts.skip):
+    names = (*opts.only, *opts.skip)
+    known = {f.id for f in every} | {f.name for f in every}
+    if any(n not in known for n in names):  # maybe another engine's family: fine with --engine all
+        known |= {f.id for f in manifest.load_all(opts.patches)}
+    for name in names:
         if name not in known:
             raise PatcherError(f"no patch family {name!r}", wanted="an id from 'patcher list'", found=name)
 

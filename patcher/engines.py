@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-import io
 import json
 import os
 import subprocess
@@ -88,8 +87,10 @@ def _record(dist_info: Path) -> dict[str, str]:
         raise EngineError(f"cannot read {dist_info / 'RECORD'}", found=str(exc),
                           hint="reinstall the engine with pip") from None
     out = {}
-    for row in csv.reader(io.StringIO(text)):
-        if row and not row[0].startswith(("..", "/")):
+    for line in text.splitlines():
+        # path,hash,size; a path holding a comma is quoted, and only then do we need csv
+        row = next(csv.reader([line])) if line.startswith('"') else line.rsplit(",", 2)
+        if row and row[0] and not row[0].startswith(("..", "/")):
             out[row[0]] = row[1] if len(row) > 1 else ""
     return out
 

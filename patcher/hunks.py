@@ -1,7 +1,7 @@
 """Pure hunk engine: parse our diffs, then apply, reverse and locate hunks on lines.
 
-No I/O. A file is a tuple of ``Line(text, eol)`` so that CRLF files, lone CR and a
-missing final newline survive byte for byte: hunks match on ``text`` only and new
+No I/O. A file is a ``Text``: line bodies and line endings kept apart, so CRLF files,
+lone CR and a missing final newline survive byte for byte: hunks match on ``text`` only and new
 lines take the line ending of the text they replace. Context must match exactly; the
 only freedom is an offset (the same lines, shifted), searched nearest first, never
 before the previous hunk. There is no fuzz, by design: a fuzzed hunk can land in the
@@ -21,24 +21,30 @@ from .errors import DiffError, HunkFailed
 
 
 @dataclass(frozen=True)
-class Line:
-    text: str
-    eol: str  # "\n", "\r\n", "\r" or "" (last line without newline)
+class Text:
+    """A file as parallel tuples: line bodies (what hunks match) and their endings."""
 
+    texts: tuple[str, ...]
+    eols: tuple[str, ...]  # "\n", "\r\n", "\r" or "" (last line without newline)
 
-Text = tuple[Line, ...]
+    def __len__(self) -> int:
+        return len(self.texts)
 
 
 def split(data: str) -> Text:
-    out: list[Line] = []
-    for raw in data.splitlines(keepends=True):
-        body = raw.rstrip("\r\n")
-        out.append(Line(body, raw[len(body):]))
-    return tuple(out)
+    if "\r" not in data:  # the common case, at C speed
+        texts = data.split("\n")
+        if texts[-1] == "":
+            texts.pop()
+            return Text(tuple(texts), ("\n",) * len(texts))
+        return Text(tuple(texts), ("\n",) * (len(texts) - 1) + ("",))
+    raw = data.splitlines(keepends=True)
+    texts = tuple(r.rstrip("\r\n") for r in raw)
+    return Text(texts, tuple(r[len(t):] for r, t in zip(raw, texts)))
 
 
 def join(lines: Text) -> str:
-    return "".join(line.text + line.eol for line in lines)
+    return "".join(t + e for t, e in zip(lines.texts, lines.eols))
 
 
 @dataclass(frozen=True)
@@ -149,14 +155,12 @@ def parse(diff: str, origin: str) -> tuple[FilePatch, ...]:
 
 
 def _matches(lines: Text, at: int, want: tuple[str, ...], ends_without_newline: bool) -> bool:
-    if at < 0 or at + len(want) > len(lines):
+    n = len(want)
+    if at < 0 or at + n > len(lines) or lines.texts[at:at + n] != want:
         return False
-    for i, text in enumerate(want):
-        if lines[at + i].text != text:
-            return False
-    if want:
-        last_is_eof = at + len(want) == len(lines)
-        last_has_nl = lines[at + len(want) - 1].eol != ""
+    if n:
+        last_is_eof = at + n == len(lines)
+        last_has_nl = lines.eols[at + n - 1] != ""
         if ends_without_newline and not (last_is_eof and not last_has_nl):
             return False
         if not ends_without_newline and last_is_eof and not last_has_nl:
@@ -166,27 +170,41 @@ def _matches(lines: Text, at: int, want: tuple[str, ...], ends_without_newline: 
 
 def locate(lines: Text, want: tuple[str, ...], expected: int, lower: int,
            ends_without_newline: bool = False, at_start: bool = False, at_end: bool = False) -> int | None:
-    """Index where ``want`` sits: at ``expected``, else at the nearest offset >= ``lower``."""
+    """Index where ``want`` sits: at ``expected``, else at the nearest offset >= ``lower``
+    (the earlier of two equally near places first, as GNU patch does)."""
     limit = len(lines) - len(want)
     if at_start or at_end:
         at = 0 if at_start else limit
         if (not at_end or at == limit) and at >= lower and _matches(lines, at, want, ends_without_newline):
             return at
         return None
-    for delta in range(0, max(limit, expected) + 1):
-        for at in ((expected,) if delta == 0 else (expected - delta, expected + delta)):
-            if lower <= at <= limit and _matches(lines, at, want, ends_without_newline):
-                return at
-        if expected - delta < lower and expected + delta > limit:
+    if not want:
+        return expected if lower <= expected <= len(lines) else None
+    if _matches(lines, expected, want, ends_without_newline) and expected >= lower:
+        return expected
+    # Candidates are the places where the first line occurs (found at C speed), nearest first.
+    texts, first, found, i = lines.texts, want[0], [], max(lower, 0)
+    while i <= limit:
+        try:
+            i = texts.index(first, i, limit + 1)
+        except ValueError:
             break
+        found.append(i)
+        i += 1
+    for at in sorted(found, key=lambda a: (abs(a - expected), a > expected)):
+        if _matches(lines, at, want, ends_without_newline):
+            return at
     return None
 
 
-def _eol_for(lines: Text, at: int) -> str:
-    """Line ending of new lines: the one of the text they replace, else the file's first."""
-    for ln in lines[at:] + lines[:at][::-1]:
-        if ln.eol:
-            return ln.eol
+def _eol_for(eols: list[str], at: int) -> str:
+    """Line ending of new lines: the one of the text they replace, else the nearest one."""
+    for e in eols[at:]:
+        if e:
+            return e
+    for e in reversed(eols[:at]):
+        if e:
+            return e
     return "\n"
 
 
@@ -196,29 +214,29 @@ def apply(lines: Text, hunks: tuple[Hunk, ...], *, reverse: bool = False) -> Tex
 
 
 def _apply(lines: Text, hunks: tuple[Hunk, ...], reverse: bool) -> tuple[Text, int]:
-    out = list(lines)
+    texts, eols = list(lines.texts), list(lines.eols)
     moved = 0  # total offset used, to break ties between forward and reverse
     shift = 0  # lines added so far, so later hunks are expected where the diff says
     lower = 0
     for i, hunk in enumerate(hunks, 1):
         h = hunk.reversed() if reverse else hunk
         expected = max(h.old_start - 1, 0) + shift if h.old else h.old_start + shift
-        at = locate(tuple(out), h.old, expected, lower, h.old_ends_without_newline, h.at_start, h.at_end)
+        current = Text(tuple(texts), tuple(eols))
+        at = locate(current, h.old, expected, lower, h.old_ends_without_newline, h.at_start, h.at_end)
         if at is None:
             wanted = next((t for t in h.old if t.strip()), h.old[0] if h.old else "")
-            near = out[expected].text if 0 <= expected < len(out) else "<end of file>"
+            near = texts[expected] if 0 <= expected < len(texts) else "<end of file>"
             raise HunkFailed(i, len(hunks), expected + 1, f"context {wanted!r}", f"{near!r}")
-        eol = _eol_for(tuple(out), at)
-        new = [Line(t, eol) for t in h.new]
-        if new and h.new_ends_without_newline:
-            new[-1] = Line(new[-1].text, "")
-        elif new and at + len(h.old) == len(out) and out and out[-1].eol == "" and not h.old_ends_without_newline:
-            new[-1] = Line(new[-1].text, "")
-        out[at:at + len(h.old)] = new
+        eol = _eol_for(eols, at)
+        new_eols = [eol] * len(h.new)
+        if new_eols and h.new_ends_without_newline:
+            new_eols[-1] = ""
+        texts[at:at + len(h.old)] = h.new
+        eols[at:at + len(h.old)] = new_eols
         moved += abs(at - expected)
         shift += len(h.new) - len(h.old) + (at - expected)
         lower = at + len(h.new)
-    return tuple(out), moved
+    return Text(tuple(texts), tuple(eols)), moved
 
 
 class FileState(str, Enum):

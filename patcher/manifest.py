@@ -113,26 +113,39 @@ class Family:
 
     @cached_property
     def patches(self) -> dict[str, tuple[hunks.FilePatch, ...]]:
-        """Parsed diffs per variant id; every diff is parsed (and checked) at load time."""
-        out = {}
+        """Parsed diffs per variant id, parsed on first use: parsing every variant of every
+        family on each run would cost more than the whole file phase. Tests parse them all."""
+        return _LazyPatches(self)
+
+    def check_diffs(self) -> None:
         for v in self.variants:
-            files: list[hunks.FilePatch] = []
-            for name in v.diffs:
-                path = self.folder / name
-                text = path.read_bytes().decode("utf-8")
-                for fp in hunks.parse(text, f"{self.id}/{name}"):
-                    if not fp.path.startswith(self.engine + "/"):
-                        raise ManifestError(f"{self.id}/{name}: target {fp.path!r} is outside the engine",
-                                            wanted=f"a path under '{self.engine}/'", found=fp.path)
-                    files.append(fp)
-            out[v.id] = tuple(files)
-        return out
+            self.patches[v.id]
 
     def classify(self, version: Version) -> Variant | Upstream | Refused | None:
         for entry in (*self.variants, *self.upstream, *self.refused):
             if contains(entry.versions, version):
                 return entry
         return None
+
+
+class _LazyPatches(dict):
+    def __init__(self, family: Family) -> None:
+        super().__init__()
+        self.family = family
+
+    def __missing__(self, variant_id: str) -> tuple[hunks.FilePatch, ...]:
+        (variant,) = [v for v in self.family.variants if v.id == variant_id]
+        files: list[hunks.FilePatch] = []
+        for name in variant.diffs:
+            origin = f"{self.family.id}/{name}"
+            text = (self.family.folder / name).read_bytes().decode("utf-8")
+            for fp in hunks.parse(text, origin):
+                if not fp.path.startswith(self.family.engine + "/"):
+                    raise ManifestError(f"{origin}: target {fp.path!r} is outside the engine",
+                                        wanted=f"a path under '{self.family.engine}/'", found=fp.path)
+                files.append(fp)
+        self[variant_id] = parsed = tuple(files)
+        return parsed
 
 
 class _Fields:
@@ -234,7 +247,10 @@ def load(folder: Path) -> Family:
     if len(ids) != len(variants):
         raise ManifestError(f"{where}: two variants share an id")
     _check_overlaps(family, where)
-    family.patches  # parse every diff now: a broken diff is a broken manifest
+    for v in variants:
+        for name in v.diffs:
+            if not (folder / name).is_file():
+                raise ManifestError(f"{where}: variant {v.id!r} names a missing diff {name!r}")
     return family
 
 

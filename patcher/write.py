@@ -30,6 +30,9 @@ from .engines import Install, sha256_record
 from .errors import LockBusy, WriteError
 
 DIRNAME = ".kimi-patcher"
+# fsync the journal (file and folder) so a power cut cannot lose it; the benchmark turns
+# this off to show what durability costs next to git apply, which never fsyncs.
+DURABLE = True
 TMP_SUFFIX = ".kimi-patcher-tmp"
 
 
@@ -71,20 +74,25 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_file(path: Path, data: bytes, mode: int | None = None) -> None:
+def _write_file(path: Path, data: bytes, mode: int | None = None, durable: bool = False) -> None:
+    # Only the journal is fsynced: a killed process loses nothing the kernel already has,
+    # and rename-over-existing is ordered after the data on ext4/xfs. fsyncing every file
+    # made the file phase 5x slower than git apply for no gain against SIGKILL.
     with open(path, "wb") as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable and DURABLE:
+            f.flush()
+            os.fsync(f.fileno())
     if mode is not None:
         os.chmod(path, mode)
 
 
-def _atomic_json(path: Path, obj: object) -> None:
+def _atomic_json(path: Path, obj: object, durable: bool = True) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    _write_file(tmp, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode())
+    _write_file(tmp, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode(), durable=durable)
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    if durable and DURABLE:
+        _fsync_dir(path.parent)
 
 
 @contextlib.contextmanager
@@ -118,11 +126,16 @@ def recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> list
     restored = []
     if journal.exists():
         entries = json.loads(journal.read_text())["files"]
+        blob = (txn / "backup.bin").read_bytes()
         for e in entries:
             target = install.site / e["rel"]
             current = target.read_bytes() if target.exists() else None
             if current is None or sha256_record(current) != e["old"]:
-                backup = (txn / e["backup"]).read_bytes()
+                backup = blob[e["offset"]:e["offset"] + e["size"]]
+                if sha256_record(backup) != e["old"]:
+                    raise WriteError(f"cannot roll back {e['rel']}: its backup is damaged",
+                                     found=str(txn), hint=f"reinstall {install.engine} with pip "
+                                     "--force-reinstall --no-deps, then delete that folder")
                 tmp = _tmp_for(target)
                 _write_file(tmp, backup, e["mode"])
                 os.replace(tmp, target)
@@ -152,13 +165,16 @@ def commit(install: Install, changes: dict[str, bytes], state: dict[str, dict],
     entries = []
     try:
         txn.mkdir()
-        for i, (rel, target) in enumerate(targets.items()):
+        blob = bytearray()  # every original in one file: one fsync instead of one per file
+        for rel, target in targets.items():
             original = target.read_bytes()
-            mode = stat.S_IMODE(target.stat().st_mode)
-            step(f"backup {rel}")
-            _write_file(txn / f"{i}.orig", original)
             entries.append({"rel": rel, "old": sha256_record(original), "new": sha256_record(changes[rel]),
-                            "backup": f"{i}.orig", "mode": mode})
+                            "offset": len(blob), "size": len(original),
+                            "mode": stat.S_IMODE(target.stat().st_mode)})
+            blob += original
+        step("backup")
+        # Not fsynced: recovery checks each backup's hash and refuses a torn one.
+        _write_file(txn / "backup.bin", bytes(blob))
         if _state_file(install).exists():
             _write_file(txn / "state.orig", _state_file(install).read_bytes())
         step("journal")
@@ -175,11 +191,9 @@ def commit(install: Install, changes: dict[str, bytes], state: dict[str, dict],
         for e in entries:
             step(f"rename {e['rel']}")
             os.replace(_tmp_for(targets[e["rel"]]), targets[e["rel"]])
-        for parent in {t.parent for t in targets.values()}:
-            _fsync_dir(parent)
         step("state")
         _atomic_json(_state_file(install), {"engine": install.engine, "version": str(install.version),
-                                            "families": state})
+                                            "families": state}, durable=False)
         step("commit")
         (txn / "journal.json").unlink()
     except OSError as exc:

@@ -55,7 +55,7 @@ def test_bad_manifest_quotes_the_field(tmp_path, toml, message):
 
 def test_diff_outside_the_engine_is_rejected(tmp_path):
     with pytest.raises(ManifestError) as exc:
-        manifest.load(family(tmp_path, GOOD, DIFF.replace("eng/m.py", "other/m.py")))
+        manifest.load(family(tmp_path, GOOD, DIFF.replace("eng/m.py", "other/m.py"))).check_diffs()
     assert exc.value.what == "eng/fam/v1.diff: target 'other/m.py' is outside the engine"
 
 

@@ -253,7 +253,7 @@ def _check_aux_layers(d: DrafterConfig, t: TargetConfig | None, engine: EngineCo
                                found=f"{ids}" + (f" -> {captured}" if shift else "")))
         elif not shift:
             out.append(ok("aux.layer_ids", f"aux layer ids {ids} are within the target's {n} layers"))
-    if shift:
+    if shift and engine is not None:
         level = problem if d.format == SPECULATORS else hint
         default = engines.default_aux_layer_ids(n) if n is not None else None
         fix = ("omit eagle_aux_hidden_state_layer_ids: they equal the engine default" if default == ids

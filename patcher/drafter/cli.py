@@ -65,7 +65,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     check.add_argument("drafter", type=Path, help="drafter folder (config.json + *.safetensors)")
     check.add_argument("--target", type=Path, help="target model folder (its config.json is read)")
     _engine_args(check)
-    check.add_argument("--flags", help='the server launch flags, quoted as one string')
+    check.add_argument("--flags", metavar='"FLAGS"',
+                       help='the server launch flags as one string; write --flags="--speculative-algorithm EAGLE3 ..." '
+                            "(with '=') so they are not taken for options of this command")
     check.add_argument("--json", action="store_true", help="print one JSON object on stdout")
 
     fix = sub.add_parser("fix", help="write a copy with the key names and config the engine release reads",
@@ -101,7 +103,13 @@ def run(args: argparse.Namespace, *, out: TextIO, err: TextIO, detect: Detect) -
 
 
 def resolve_engine(name: str | None, version: str | None, detect: Detect) -> EngineContext | None:
-    detected = detect(name)
+    try:
+        detected = detect(name)
+    except PatcherError:
+        if version is None:
+            raise
+        # A broken install must not block checking against a release named explicitly.
+        detected = None
     if detected is not None and name is not None and detected[0] != name:
         detected = None  # the caller's detector answered for another engine
     if version is not None:
@@ -110,14 +118,14 @@ def resolve_engine(name: str | None, version: str | None, detect: Detect) -> Eng
         except InvalidVersion:
             raise DrafterInputError("--engine-version is not a version", wanted="e.g. 0.5.11 or 0.10.1.1",
                                     found=repr(version)) from None
-        engine = name or (detected[0] if detected else None)
+        engine = name or (detected[0] if detected is not None else None)
         if engine is None:
             raise DrafterInputError("--engine-version needs --engine", wanted="--engine vllm|sglang",
                                     found="no engine named and none installed")
         # The installed patch state says nothing about another release than the installed one.
-        same = detected is not None and detected[0] == engine and detected[1] == wanted
-        return EngineContext(engine, wanted, detected[2] if same else None,
-                             "detected+flags" if same else "flags")
+        if detected is not None and detected[0] == engine and detected[1] == wanted:
+            return EngineContext(engine, wanted, detected[2], "detected+flags")
+        return EngineContext(engine, wanted, None, "flags")
     if detected is not None:
         return EngineContext(detected[0], detected[1], detected[2], "detected")
     if name is not None:
