@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patcher.drafter import cli  # noqa: E402
-from patcher.drafter.safetensors_header import DTYPE_BITS, TensorInfo, encode_header  # noqa: E402
+from patcher.drafter import cli
+from patcher.drafter.safetensors_header import DTYPE_BITS, TensorInfo, encode_header
 
 HIDDEN, VOCAB, DRAFT_VOCAB, LAYERS = 7168, 163840, 32000, 61
 HEADS, KV_HEADS, HEAD_DIM, INTERMEDIATE = 56, 8, 128, 28672
@@ -116,8 +116,8 @@ def main() -> None:
         assert run_cli(check_argv) == 1  # speculators config + layers.0 keys on 0.5.11: problems expected
         t_check = timed(lambda: run_cli(check_argv), 10)
         t_check_proc = timed(lambda: subprocess.run(
-            [sys.executable, "-c", "import sys; from benchmarks.drafter_bench import run_cli; "
-             f"sys.exit(run_cli({check_argv!r}))"], cwd=Path(__file__).resolve().parents[1]), 3)
+            [sys.executable, "-c", ("import sys; from benchmarks.drafter_bench import run_cli; "
+             f"sys.exit(run_cli({check_argv!r}))")], check=False, cwd=Path(__file__).resolve().parents[1]), 3)
 
         out = root / "out"
 

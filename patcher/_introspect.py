@@ -21,14 +21,13 @@ def describe(engine, wanted):
     if spec is not None:
         locs = list(spec.submodule_search_locations or [])
         imported = locs[0] if locs else spec.origin
-    copies, others = [], {}
-    want = {_norm(w) for w in wanted}
-    for dist in md.distributions():
-        name = _norm(dist.metadata["Name"] or "")
-        if name == _norm(engine):
-            copies.append({"dist_info": str(getattr(dist, "_path", "")), "version": dist.version})
-        elif name in want and name not in others:
-            others[name] = dist.version  # first on sys.path wins, as for imports
+    # distributions(name=...) matches on folder names: no need to parse every METADATA.
+    copies = [{"dist_info": str(getattr(d, "_path", "")), "version": d.version}
+              for d in md.distributions(name=engine)]
+    others = {}
+    for name in wanted:
+        for dist in md.distributions(name=name):
+            others.setdefault(_norm(name), dist.version)  # first on sys.path wins, as for imports
     return {
         "executable": sys.executable,
         "python": "%d.%d.%d" % sys.version_info[:3],

@@ -108,13 +108,17 @@ def _describe(engine: str, python: str | None, site: Path | None, wanted: list[s
         if not site.is_dir():
             raise EngineError(f"{site} is not a directory", wanted="the site-packages directory holding the engine",
                               found=str(site))
-        dists = [d for d in importlib_metadata.distributions(path=[str(site)])
-                 if (d.metadata["Name"] or "").lower() == engine]
+        dists = list(importlib_metadata.distributions(path=[str(site)], name=engine))
         pkg = site / engine
+        others = {}
+        for name in wanted:
+            found = [d for d in importlib_metadata.distributions(path=[str(site)], name=name)]
+            if found:
+                others[name.lower().replace("_", "-")] = found[0].version
         return {"executable": python, "python": None, "cache_tag": None, "pycache_prefix": None,
                 "imported": str(pkg) if pkg.is_dir() else None,
                 "copies": [{"dist_info": str(d._path), "version": d.version} for d in dists],  # type: ignore[attr-defined]
-                "others": {}}
+                "others": others}
     # Compare paths without resolving symlinks: a venv's python is a symlink to its base.
     if python is None or os.path.abspath(python) == os.path.abspath(sys.executable):
         info = _introspect.describe(engine, wanted)

@@ -187,6 +187,11 @@ class _Fields:
             raise ManifestError(f"{self.where}: unknown field '{extra[0]}'", hint="see patches/README.md")
 
 
+def _one_line(text: str) -> str:
+    """Reasons are printed inside one report line; TOML multi-line strings are for the reader."""
+    return " ".join(text.split()).rstrip(".")
+
+
 def _evidence(where: str, items: list[Any]) -> tuple[Evidence, ...]:
     out = []
     for i, raw in enumerate(items):
@@ -220,7 +225,7 @@ def load(folder: Path) -> Family:
         f.done()
     for i, t in enumerate(top.get("refused", list, [])):
         f = _Fields(f"{where} refused[{i}]", t)
-        refused.append(Refused(f.spec("versions"), f.get("reason", str), f.get("use", str),
+        refused.append(Refused(f.spec("versions"), _one_line(f.get("reason", str)), f.get("use", str),
                                _evidence(f.where, f.get("evidence", list))))
         f.done()
     for i, t in enumerate(top.get("requires", list, [])):
@@ -228,7 +233,7 @@ def load(folder: Path) -> Family:
         sev = f.get("severity", str)
         if sev not in ("warning", "blocked"):
             raise ManifestError(f"{f.where}: field 'severity' = {sev!r}", wanted="'warning' or 'blocked'")
-        requires.append(Requirement(f.get("distribution", str), f.spec("versions"), sev, f.get("why", str)))
+        requires.append(Requirement(f.get("distribution", str), f.spec("versions"), sev, _one_line(f.get("why", str))))
         f.done()
     ids = {v.id for v in variants}
     for i, t in enumerate(top.get("probe", list, [])):

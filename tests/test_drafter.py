@@ -245,8 +245,8 @@ def test_missing_d2t_is_a_problem(tmp_path: Path) -> None:
     assert code == 1
     f = by_code(doc)["vocab.d2t"]
     assert (f["level"], f["message"], f["wanted"]) == (
-        "problem", "no d2t although the draft vocab (16) is smaller than the target's (64): draft token i "
-                   "would be taken as target token i", "d2t [16]")
+        "problem", ("no d2t although the draft vocab (16) is smaller than the target's (64): draft token i "
+                   "would be taken as target token i"), "d2t [16]")
 
 
 def test_use_aux_hidden_state_false_is_a_problem(tmp_path: Path) -> None:
@@ -384,9 +384,9 @@ def test_corrupt_input_json_mode(tmp_path: Path) -> None:
 
 
 def test_bad_engine_version_is_usage_error(tmp_path: Path) -> None:
-    code, out, err = run(["check", str(make_drafter(tmp_path)), "--engine", "sglang", "--engine-version", "new"])
-    assert (code, err) == (2, "error: --engine-version is not a version\n  wanted: e.g. 0.5.11 or 0.10.1.1\n"
-                              "  found:  'new'\n")
+    code, _out, err = run(["check", str(make_drafter(tmp_path)), "--engine", "sglang", "--engine-version", "new"])
+    assert (code, err) == (2, ("error: --engine-version is not a version\n  wanted: e.g. 0.5.11 or 0.10.1.1\n"
+                              "  found:  'new'\n"))
 
 
 def test_missing_drafter_folder(tmp_path: Path) -> None:
@@ -422,8 +422,8 @@ def test_fix_for_sglang_0_5_11_renames_keys_and_rewrites_config(tmp_path: Path, 
         f"wrote {new} for sglang 0.5.11",
         "  renamed 10 tensors layers.0.* -> midlayer.* for sglang 0.5.11",
         "  config.json rewritten from speculators format to LlamaForCausalLMEagle3",
-        "  aux layer ids [2, 30, 58] left out: they are sglang 0.5.11's default, and written out it would "
-        "capture each one layer later",
+        ("  aux layer ids [2, 30, 58] left out: they are sglang 0.5.11's default, and written out it would "
+        "capture each one layer later"),
         "  16 tensors (3328 bytes) verified identical by sha256",
     ]
     names = {k: "midlayer." + k[len("layers.0."):] for k in tensors() if k.startswith("layers.0.")}
@@ -549,3 +549,40 @@ def test_fix_preserves_holes_of_a_sparse_input(tmp_path: Path) -> None:
     assert code == 0
     assert os.path.getsize(new / "model.safetensors") > 4 * 1024 * 1024
     _assert_same_tensors(drafter, new, {k: "midlayer." + k[9:] for k in data if k.startswith("layers.0.")})
+
+
+# --- glue ----------------------------------------------------------------------------------
+
+def test_explicit_version_survives_a_broken_install(tmp_path: Path) -> None:
+    from patcher.errors import EngineError
+
+    def broken(_engine: str | None):
+        raise EngineError("sglang is installed twice")
+
+    drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
+    assert run(["check", str(drafter), "--engine", "sglang", "--engine-version", "0.5.11"], broken)[0] == 0
+    code, _, err = run(["check", str(drafter)], broken)
+    assert (code, err) == (2, "error: sglang is installed twice\n")
+
+
+def test_python_m_patcher_drafter_check(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    drafter = make_drafter(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "patcher", "drafter", "check", str(drafter), "--engine", "sglang",
+                           "--engine-version", "0.5.11", "--json"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert json.loads(proc.stdout)["counts"]["problem"] == 3  # config format, layers.0 keys, aux id shift
+
+
+def test_eagle_instead_of_eagle3_is_named_exactly(tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
+    code, out, _ = run(["check", str(drafter), "--engine", "sglang", "--engine-version", "0.5.12",
+                        "--flags=--speculative-algorithm EAGLE"])
+    assert code == 1
+    assert ("  PROBLEM  flags.algorithm: --speculative-algorithm EAGLE runs this EAGLE-3 drafter as EAGLE-1: no aux "
+            "hidden states are captured, fc gets one layer instead of three, and nothing reports it\n"
+            "           wanted: --speculative-algorithm EAGLE3\n"
+            "           found:  --speculative-algorithm EAGLE\n") in out

@@ -14,6 +14,7 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 from patcher.drafter.errors import DrafterInputError
+from patcher.drafter.key_names import DECODER_PARTS, DecoderKey, decoder_key, rename
 from patcher.drafter.safetensors_header import MAX_HEADER_BYTES, TensorInfo, encode_header, read_header
 
 
@@ -73,26 +74,17 @@ def test_truncated_file_names_the_tensor_past_the_end(tmp_path: Path) -> None:
     path = tmp_path / "m.safetensors"
     _sample(path)
     full = path.read_bytes()
+    last = max(read_header(path).tensors.values(), key=lambda t: t.end)
     path.write_bytes(full[:-10])
     header_len = struct.unpack("<Q", full[:8])[0]
     data_size = len(full) - 8 - header_len - 10
     err = _error(path)
-    last = max(read_header_from_bytes(full).tensors.values(), key=lambda t: t.end)
     assert err.lines() == [
         f"error: {path}: tensor {last.name!r} lies past the end of the file",
         f"  wanted: data_offsets within the {data_size}-byte data section",
         f"  found:  [{last.begin}, {last.end}]",
         "  hint:   the file is truncated (an interrupted download or copy?); re-download it",
     ]
-
-
-def read_header_from_bytes(raw: bytes):  # helper: parse a copy held in memory
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as d:
-        p = Path(d) / "x.safetensors"
-        p.write_bytes(raw)
-        return read_header(p)
 
 
 def test_bad_json(tmp_path: Path) -> None:
@@ -119,7 +111,7 @@ def test_huge_declared_header_length(tmp_path: Path, declared: int) -> None:
     err = _error(path)
     assert err.lines() == [
         f"error: {path}: safetensors header length is impossible",
-        f"  wanted: a header length of at most 100000000 bytes that fits in the file (10 bytes)",
+        "  wanted: a header length of at most 100000000 bytes that fits in the file (10 bytes)",
         f"  found:  {declared} bytes declared",
         "  hint:   the file is damaged or not a safetensors file; re-download or re-export it",
     ]
@@ -179,13 +171,8 @@ def test_file_shorter_than_the_length_field(tmp_path: Path) -> None:
 @given(data=st.data())
 def test_any_damage_is_rejected_cleanly_or_read_consistently(tmp_path: Path, data: st.DataObject) -> None:
     path = tmp_path / "fuzz.safetensors"
-    if not path.exists():
-        _sample(path)
-    pristine = getattr(test_any_damage_is_rejected_cleanly_or_read_consistently, "_raw", None)
-    if pristine is None:
-        pristine = path.read_bytes()
-        test_any_damage_is_rejected_cleanly_or_read_consistently._raw = pristine  # type: ignore[attr-defined]
-    raw = bytearray(pristine)
+    _sample(path)
+    raw = bytearray(path.read_bytes())
     cut = data.draw(st.integers(0, len(raw)))
     for _ in range(data.draw(st.integers(0, 4))):
         i = data.draw(st.integers(0, len(raw) - 1))
@@ -200,3 +187,15 @@ def test_any_damage_is_rejected_cleanly_or_read_consistently(tmp_path: Path, dat
     # Whatever we accept must tile the data section exactly, like the reference reader demands.
     spans = sorted((t.begin, t.end) for t in header.tensors.values())
     assert sum(e - b for b, e in spans) == header.data_size
+
+
+@given(part=st.sampled_from(sorted(DECODER_PARTS)), model=st.booleans())
+def test_rename_round_trips_and_touches_only_the_decoder(part: str, model: bool) -> None:
+    lead = "model." if model else ""
+    name = f"{lead}layers.0.{part}"
+    moved = rename(name, "layers.0.", "midlayer.")
+    assert moved == f"{lead}midlayer.{part}"
+    assert rename(moved, "midlayer.", "layers.0.") == name
+    assert decoder_key(moved) == DecoderKey("midlayer.", 0, part)
+    assert decoder_key(name) == DecoderKey("layers.0.", 0, part)
+    assert rename(f"{lead}lm_head.weight", "layers.0.", "midlayer.") == f"{lead}lm_head.weight"
