@@ -65,11 +65,16 @@ def _options(args: argparse.Namespace) -> actions.Options:
         probe_timeout=args.probe_timeout, patches=args.patches)
 
 
-def _error(exc: PatcherError, err: TextIO, debug: bool) -> int:
+def _error(exc: PatcherError, err: TextIO, debug: bool, out: TextIO | None = None) -> int:
+    """The one place errors are printed. With --json, stdout also gets them as JSON so a
+    machine reading stdout always has something to parse."""
     if debug:
         traceback.print_exc(file=err)
     for line in exc.lines():
         print(line, file=err)
+    if out is not None:
+        print(json.dumps({"error": {"what": exc.what, "wanted": exc.wanted, "found": exc.found,
+                                    "hint": exc.hint}, "exit": exc.exit_code}), file=out)
     return exc.exit_code
 
 
@@ -137,7 +142,7 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             reports.append(report)
             code = max(code, report.exit_code(opts.strict))
     except PatcherError as exc:
-        return _error(exc, err, args.debug)
+        return _error(exc, err, args.debug, out if args.json else None)
     if args.json:
         print(json.dumps([as_dict(r, r.exit_code(opts.strict)) for r in reports], indent=1), file=out)
     else:

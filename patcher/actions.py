@@ -86,9 +86,11 @@ def _shadow_notes(install: Install) -> list[str]:
 def verify(engine: str, opts: Options) -> Report:
     fams = families(engine, opts)
     install = locate(engine, fams, opts)
-    statuses = assess(install, fams, write.read_state(install))
+    with write.reading(install, opts.lock_timeout):
+        statuses = assess(install, fams, write.read_state(install))
+        interrupted = write.interrupted(install)
     report = Report("verify", install, statuses, notes=_shadow_notes(install))
-    if write.interrupted(install):
+    if interrupted:
         report.notes.append("interrupted: a run was killed mid-write; the next 'patcher apply' or "
                             "'patcher revert' rolls it back")
     if opts.probes:

@@ -119,34 +119,74 @@ def locked(install: Install, timeout: float = 600.0) -> Iterator[None]:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def reading(install: Install, timeout: float = 600.0) -> Iterator[None]:
+    """A shared lock for read-only runs, so verify never sees half of a commit. Creates
+    nothing: with no lock file, no run has ever written here."""
+    try:
+        fd = os.open(home(install) / f"{install.engine}.lock", os.O_RDONLY)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LockBusy(f"another patcher run holds {install.engine}'s lock",
+                                   found=str(home(install)), hint="wait for it to finish") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
 def recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> list[str]:
-    """Roll back an interrupted run. Returns the files restored. Call with the lock held."""
+    """Roll back an interrupted run. Returns the files restored. Call with the lock held.
+
+    Restoring renames each backup over its target, so it needs no free space (a full
+    disk is a common reason for being here), and a kill during recovery is recovered
+    by the next run: every step is a rename or is idempotent.
+    """
+    try:
+        return _recover(install, forget_pyc)
+    except OSError as exc:
+        raise WriteError(f"cannot roll back an interrupted run on {install.engine}",
+                         found=f"{exc.strerror or exc}: {exc.filename or _txn(install)}",
+                         hint="fix the cause (permissions, disk) and run 'patcher revert' again") from None
+
+
+def _recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> list[str]:
     txn = _txn(install)
     journal = txn / "journal.json"
     restored = []
     if journal.exists():
-        entries = json.loads(journal.read_text())["files"]
-        blob = (txn / "backup.bin").read_bytes()
+        meta = json.loads(journal.read_text())
+        entries = meta["files"]
         for e in entries:
             target = install.site / e["rel"]
             current = target.read_bytes() if target.exists() else None
             if current is None or sha256_record(current) != e["old"]:
-                backup = blob[e["offset"]:e["offset"] + e["size"]]
-                if sha256_record(backup) != e["old"]:
-                    raise WriteError(f"cannot roll back {e['rel']}: its backup is damaged",
+                backup = txn / e["backup"]
+                if not backup.exists() or sha256_record(backup.read_bytes()) != e["old"]:
+                    raise WriteError(f"cannot roll back {e['rel']}: its backup is missing or damaged",
                                      found=str(txn), hint=f"reinstall {install.engine} with pip "
                                      "--force-reinstall --no-deps, then delete that folder")
-                tmp = _tmp_for(target)
-                _write_file(tmp, backup, e["mode"])
-                os.replace(tmp, target)
+                os.replace(backup, target)
                 restored.append(e["rel"])
             _tmp_for(target).unlink(missing_ok=True)
-        forget_pyc([e["rel"] for e in entries])
-        # The state file moves with the engine files: restore the one from before the run.
-        backup = txn / "state.orig"
-        if backup.exists():
-            os.replace(backup, _state_file(install))
-        else:
+        try:
+            forget_pyc([e["rel"] for e in entries])
+        except OSError:
+            pass  # a pyc we cannot delete belongs to a file whose content is what it was
+        # The state file moves with the engine files. state.orig is only ever renamed
+        # into place, so if it is gone a previous recovery already put it back.
+        if (txn / "state.orig").exists():
+            os.replace(txn / "state.orig", _state_file(install))
+        elif not meta.get("state_before", False):
             _state_file(install).unlink(missing_ok=True)
         journal.unlink()
     if txn.exists():
@@ -163,28 +203,27 @@ def commit(install: Install, changes: dict[str, bytes], state: dict[str, dict],
     txn = _txn(install)
     targets = {rel: install.path(rel) for rel in sorted(changes)}
     entries = []
+    state_before = _state_file(install).exists()
     try:
         txn.mkdir()
-        blob = bytearray()  # every original in one file: one fsync instead of one per file
-        for rel, target in targets.items():
+        for i, (rel, target) in enumerate(targets.items()):
             original = target.read_bytes()
+            mode = stat.S_IMODE(target.stat().st_mode)
             entries.append({"rel": rel, "old": sha256_record(original), "new": sha256_record(changes[rel]),
-                            "offset": len(blob), "size": len(original),
-                            "mode": stat.S_IMODE(target.stat().st_mode)})
-            blob += original
-        step("backup")
-        # Not fsynced: recovery checks each backup's hash and refuses a torn one.
-        _write_file(txn / "backup.bin", bytes(blob))
-        if _state_file(install).exists():
+                            "backup": f"{i}.orig", "mode": mode})
+            step(f"backup {rel}")
+            # Not fsynced: recovery checks each backup's hash and refuses a torn one.
+            _write_file(txn / f"{i}.orig", original, mode)
+        if state_before:
             _write_file(txn / "state.orig", _state_file(install).read_bytes())
         step("journal")
-        _atomic_json(txn / "journal.json", {"engine": install.engine, "files": entries})
+        _atomic_json(txn / "journal.json", {"engine": install.engine, "files": entries,
+                                            "state_before": state_before})
         for e in entries:
             step(f"temporary {e['rel']}")
             _write_file(_tmp_for(targets[e["rel"]]), changes[e["rel"]], e["mode"])
     except OSError as exc:
-        _undo(install, forget_pyc)
-        raise _write_error(exc, install) from None
+        raise _write_error(exc, install, _undo(install, forget_pyc)) from None
     try:
         step("bytecode")
         forget_pyc(list(targets))
@@ -197,19 +236,23 @@ def commit(install: Install, changes: dict[str, bytes], state: dict[str, dict],
         step("commit")
         (txn / "journal.json").unlink()
     except OSError as exc:
-        _undo(install, forget_pyc)
-        raise _write_error(exc, install) from None
+        raise _write_error(exc, install, _undo(install, forget_pyc)) from None
     shutil.rmtree(txn, ignore_errors=True)
 
 
-def _undo(install: Install, forget_pyc: Callable[[list[str]], object]) -> None:
+def _undo(install: Install, forget_pyc: Callable[[list[str]], object]) -> bool:
+    """Roll back now; False when that failed too (the journal stays for the next run)."""
     try:
         recover(install, forget_pyc)
-    except OSError:
-        pass  # the journal stays; the next run rolls back
+    except WriteError:
+        return False
+    return True
 
 
-def _write_error(exc: OSError, install: Install) -> WriteError:
+def _write_error(exc: OSError, install: Install, rolled_back: bool) -> WriteError:
     why = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
+    hint = ("nothing was changed; fix the cause and run again" if rolled_back else
+            "the rollback failed too: files may be partly patched until the next 'patcher apply' or "
+            "'patcher revert' rolls back (verify reports it)")
     return WriteError(f"writing {install.engine}'s files failed: {why}", found=str(exc.filename or install.site),
-                      hint="nothing was changed; fix the cause and run again")
+                      hint=hint)

@@ -94,8 +94,9 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 # time, e.g. to build pattern tables. Those ops come from vllm/_C.abi3.so, which
 # cannot load beside the CPU torch (and is deleted from the test env). When
 # ``vllm.compilation`` is first imported we define the ops named below as
-# schema-only placeholders, each only if it does not already exist. They have no
-# kernel, so calling one raises "Could not run '_C::<op>' ...".
+# schema-only placeholders (overload ``default``, plus ``out`` where vLLM reads
+# it: scaled_fp4_quant in 0.33), each only if it does not already exist. They
+# have no kernel, so calling one raises "Could not run '_C::<op>' ...".
 # The list is every torch.ops._C.<op> that vllm/compilation references in
 # 0.11.1 .. 0.33.0.
 _C_OPS = (
@@ -106,6 +107,7 @@ _C_OPS = (
     "scaled_fp4_quant", "silu_and_mul", "silu_and_mul_nvfp4_quant",
     "silu_and_mul_per_block_quant", "silu_and_mul_quant", "static_scaled_fp8_quant",
 )
+_C_OUT_OPS = ("scaled_fp4_quant",)
 _C_LIB = None  # keeps the torch.library.Library alive (its ops vanish with it)
 
 
@@ -119,6 +121,8 @@ def _define_c_ops() -> None:
     _C_LIB = torch.library.Library("_C", "FRAGMENT")
     for op in missing:
         _C_LIB.define(f"{op}(Tensor[] args) -> ()")
+        if op in _C_OUT_OPS:
+            _C_LIB.define(f"{op}.out(Tensor[] args, *, Tensor(a!) out) -> Tensor(a!)")
 
 
 class _VllmCompilationHook(importlib.abc.MetaPathFinder):
