@@ -38,26 +38,26 @@ class _Batch:
         raise _Reached(name)
 
 
-def _model(fc_in):
+def _model(fc_in, eagle_config=None):
     import torch
 
     def reached(*a, **k):
         raise _Reached("embed_tokens")
 
     return SimpleNamespace(
-        config=SimpleNamespace(hidden_size=HIDDEN),
+        config=SimpleNamespace(hidden_size=HIDDEN, **({"eagle_config": eagle_config} if eagle_config else {})),
         fc=None if fc_in is None else torch.nn.Linear(fc_in, HIDDEN, bias=False),
         embed_tokens=reached,
         is_mrope_enabled=False,
     )
 
 
-def _run(module, fc_in, **batch):
+def _run(module, fc_in, eagle_config=None, **batch):
     import torch
 
     try:
         module.LlamaModel.forward(
-            _model(fc_in), torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long), _Batch(**batch)
+            _model(fc_in, eagle_config), torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long), _Batch(**batch)
         )
     except _Reached:
         return "passed"
@@ -82,6 +82,9 @@ def single_layer_aux_fails_loudly(module):
     for what, kw in ok.items():
         r = _run(module, three, **kw)
         assert r == "passed", f"{what} was rejected: {r}"
+    # SGLang builds fc 3 x wide even for a drafter trained on one layer; its config says so.
+    r = _run(module, three, eagle_config={"use_aux_hidden_state": False}, width=HIDDEN)
+    assert r == "passed", f"drafter with use_aux_hidden_state=false was rejected: {r}"
     for fc_in, what in ((HIDDEN, "single-layer drafter (fc.in_features == hidden)"), (None, "drafter without fc")):
         r = _run(module, fc_in, width=HIDDEN)
         assert r == "passed", f"{what} was rejected: {r}"
