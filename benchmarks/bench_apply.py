@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patcher import actions, engines, manifest, write  # noqa: E402
-from patcher.plan import State, assess  # noqa: E402
-from tests.support import wheels  # noqa: E402
+from patcher import actions, engines, manifest, write
+from patcher.plan import State, assess
+from tests.support import wheels
 
 
 def scratch(tree: Path, install: engines.Install, rels: list[str], dest: Path) -> None:

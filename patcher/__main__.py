@@ -12,7 +12,7 @@ import json
 import sys
 import traceback
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from . import __version__, actions, manifest
 from .errors import PatcherError
@@ -48,12 +48,9 @@ def _parser() -> argparse.ArgumentParser:
         if name == "apply":
             p.add_argument("--allow-untested", action="store_true",
                            help="apply on a release no variant declares when its files match a variant exactly")
-    try:
-        from .drafter import cli as drafter_cli
-    except ImportError:  # pragma: no cover - the drafter module is optional at import time
-        drafter_cli = None
-    if drafter_cli is not None:
-        drafter_cli.add_parser(sub)
+    from .drafter import cli as drafter_cli
+
+    drafter_cli.add_parser(sub)
     return ap
 
 
@@ -98,7 +95,7 @@ def _engines(choice: str, opts: actions.Options) -> list[str]:
 
 
 def _list(args: argparse.Namespace, opts: actions.Options, out: TextIO) -> int:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for fam in manifest.load_all(opts.patches):
         if args.engine not in ("all", fam.engine):
             continue
@@ -128,8 +125,8 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     except SystemExit as exc:  # argparse already printed usage
         return int(exc.code or 0) and EXIT_USAGE
     if args.command == "drafter":
-        from .drafter import cli as drafter_cli
         from .detect import drafter_detect
+        from .drafter import cli as drafter_cli
         return drafter_cli.run(args, out=out, err=err, detect=drafter_detect)
     opts = _options(args)
     try:

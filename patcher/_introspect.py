@@ -30,7 +30,7 @@ def describe(engine, wanted):
             others.setdefault(_norm(name), dist.version)  # first on sys.path wins, as for imports
     return {
         "executable": sys.executable,
-        "python": "%d.%d.%d" % sys.version_info[:3],
+        "python": ".".join(map(str, sys.version_info[:3])),
         "cache_tag": sys.implementation.cache_tag,
         "pycache_prefix": sys.pycache_prefix,
         "imported": imported,

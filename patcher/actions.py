@@ -8,8 +8,8 @@ from pathlib import Path
 from . import bytecode, engines, manifest, probes, write
 from .engines import Install
 from .errors import PatcherError
-from .manifest import Family
 from .hunks import FileState
+from .manifest import Family
 from .plan import OK_STATES, Files, State, Status, assess, compose
 
 

@@ -34,7 +34,7 @@ def cached_files(install: Install, rel: str) -> list[Path]:
     dirs = [src.parent / "__pycache__"]
     if install.pycache_prefix:
         dirs.append(Path(install.pycache_prefix) / str(src.parent.resolve()).lstrip("/"))
-    out = []
+    out: list[Path] = []
     for d in dirs:
         if d.is_dir():
             out.extend(p for p in d.glob(f"{stem}.*.pyc") if p.name.split(".")[0] == stem)
@@ -46,7 +46,7 @@ def cached_files(install: Install, rel: str) -> list[Path]:
 
 def shipped(install: Install, rels: list[str]) -> list[Compiled]:
     """Bytecode the target interpreter had for these files, to rebuild the same way."""
-    out = []
+    out: list[Compiled] = []
     if not install.cache_tag:
         return out
     for rel in rels:

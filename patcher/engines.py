@@ -141,7 +141,7 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
     label = f"python: {interp}" if interp else f"site: {site}"
     if not info["copies"]:
         raise EngineError(f"{engine} is not installed", wanted=f"a {engine} distribution", found=f"none ({label})",
-                          hint=f"install it first, or pass --python / --site for the right environment")
+                          hint="install it first, or pass --python / --site for the right environment")
     if info["imported"] is None:
         raise EngineError(f"{engine} is installed but not importable", found=label)
     pkg_dir = Path(info["imported"])

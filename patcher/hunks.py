@@ -33,11 +33,11 @@ class Text:
 
 def split(data: str) -> Text:
     if "\r" not in data:  # the common case, at C speed
-        texts = data.split("\n")
-        if texts[-1] == "":
-            texts.pop()
-            return Text(tuple(texts), ("\n",) * len(texts))
-        return Text(tuple(texts), ("\n",) * (len(texts) - 1) + ("",))
+        parts = data.split("\n")
+        if parts[-1] == "":
+            parts.pop()
+            return Text(tuple(parts), ("\n",) * len(parts))
+        return Text(tuple(parts), ("\n",) * (len(parts) - 1) + ("",))
     raw = data.splitlines(keepends=True)
     texts = tuple(r.rstrip("\r\n") for r in raw)
     return Text(texts, tuple(r[len(t):] for r, t in zip(raw, texts)))
@@ -134,7 +134,7 @@ def parse(diff: str, origin: str) -> tuple[FilePatch, ...]:
                     continue
                 if t not in (" ", "-", "+"):
                     raise DiffError(f"{origin}: bad line in hunk of {path}: {ln.value!r}")
-                body = ln.value[:-1] if ln.value.endswith("\n") else ln.value
+                body = ln.value.removesuffix("\n")
                 if t in (" ", "-"):
                     old.append(body)
                 if t in (" ", "+"):
@@ -253,14 +253,15 @@ def state(lines: Text, hunks: tuple[Hunk, ...]) -> tuple[FileState, HunkFailed |
     applying twice is the failure patch tools are known for and undoing is checked
     against RECORD anyway.
     """
+    forward: Text | None = None
+    first: HunkFailed | None = None
+    f_moved = r_moved = 0
     try:
         forward, f_moved = _apply(lines, hunks, False)
         if _apply(forward, hunks, True)[0] != lines:
             forward = None
     except HunkFailed as exc:
         forward, first = None, exc
-    else:
-        first = None
     try:
         _, r_moved = _apply(lines, hunks, True)
         backward = True

@@ -121,8 +121,11 @@ class Family:
         for v in self.variants:
             self.patches[v.id]
 
+    def entries(self) -> list[Variant | Upstream | Refused]:
+        return [*self.variants, *self.upstream, *self.refused]
+
     def classify(self, version: Version) -> Variant | Upstream | Refused | None:
-        for entry in (*self.variants, *self.upstream, *self.refused):
+        for entry in self.entries():
             if contains(entry.versions, version):
                 return entry
         return None
@@ -154,7 +157,8 @@ class _Fields:
     def __init__(self, where: str, table: Any) -> None:
         if not isinstance(table, dict):
             raise ManifestError(f"{where}: expected a table", found=repr(table))
-        self.where, self.table, self.used = where, table, set()
+        self.where, self.table = where, table
+        self.used: set[str] = set()
 
     def get(self, key: str, kind: type, default: Any = ...) -> Any:
         self.used.add(key)
@@ -263,7 +267,7 @@ def _check_overlaps(family: Family, where: str) -> None:
     """Ranges may not overlap. Checked on every covered release (releases.txt), every
     boundary a range names, and the versions just past each boundary (">1.0" and "<1.5"
     share 1.0.1 but no boundary)."""
-    entries = [*family.variants, *family.upstream, *family.refused]
+    entries = family.entries()
     probes: set[Version] = set()
     for e in entries:
         for s in e.versions:

@@ -25,6 +25,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from .engines import Install, sha256_record
 from .errors import LockBusy, WriteError
@@ -202,7 +203,7 @@ def commit(install: Install, changes: dict[str, bytes], state: dict[str, dict],
     """
     txn = _txn(install)
     targets = {rel: install.path(rel) for rel in sorted(changes)}
-    entries = []
+    entries: list[dict[str, Any]] = []
     state_before = _state_file(install).exists()
     try:
         txn.mkdir()

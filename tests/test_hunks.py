@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -106,7 +105,7 @@ def file_pairs(draw):
                 new[i] = new[i] + "!"
     eol_old = draw(st.booleans())
     eol_new = draw(st.booleans())
-    as_text = lambda ls, eol: "\n".join(ls) + ("\n" if eol and ls else "")  # noqa: E731
+    as_text = lambda ls, eol: "\n".join(ls) + ("\n" if eol and ls else "")
     return as_text(old, eol_old), as_text(new, eol_new)
 
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import py_compile
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest

@@ -234,7 +234,8 @@ def _copy_data(fi: int, fo: int, src_start: int, dst_start: int, src_end: int) -
                     raise
                 done = _pread_pwrite(fi, fo, n, src, dst)
             if done <= 0:
-                raise FixFailed("input file shrank while copying", wanted=f"{end - src} more bytes", found="end of file")
+                raise FixFailed("input file shrank while copying", wanted=f"{end - src} more bytes",
+                                found="end of file")
             src += done
             dst += done
 

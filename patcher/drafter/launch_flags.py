@@ -40,7 +40,8 @@ def split_flags(flags: str) -> list[str]:
         return shlex.split(flags)
     except ValueError as exc:
         raise DrafterInputError("--flags cannot be split like a shell line", wanted="balanced quotes",
-                                found=str(exc), hint="""quote the whole line: --flags "--speculative-config '{...}'\"""") from None
+                                found=str(exc),
+                                hint="""quote the whole line: --flags "--speculative-config '{...}'\"""") from None
 
 
 def _same_path(a: str, b: Path) -> bool:

@@ -57,7 +57,8 @@ def _run(module, fc_in, eagle_config=None, **batch):
 
     try:
         module.LlamaModel.forward(
-            _model(fc_in, eagle_config), torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long), _Batch(**batch)
+            _model(fc_in, eagle_config), torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long),
+            _Batch(**batch),
         )
     except _Reached:
         return "passed"
