@@ -96,8 +96,22 @@ def _atomic_json(path: Path, obj: object, durable: bool = True) -> None:
         _fsync_dir(path.parent)
 
 
+def _flock(fd: int, mode: int, install: Install, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise LockBusy(f"another patcher run holds {install.engine}'s lock",
+                               found=str(home(install)), hint="wait for it to finish") from None
+            time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def locked(install: Install, timeout: float = 600.0) -> Iterator[None]:
+    """The exclusive lock of a writing run; a second run waits for the first."""
     try:
         home(install).mkdir(exist_ok=True)
         fd = os.open(home(install) / f"{install.engine}.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -105,16 +119,7 @@ def locked(install: Install, timeout: float = 600.0) -> Iterator[None]:
         raise WriteError(f"cannot write in {install.site}", found=exc.strerror or str(exc),
                          hint="run as the user that owns the environment (in Docker: before USER)") from None
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise LockBusy(f"another patcher run holds {install.engine}'s lock",
-                                   found=str(home(install)), hint="wait for it to finish") from None
-                time.sleep(0.05)
+        _flock(fd, fcntl.LOCK_EX, install, timeout)
         yield
     finally:
         os.close(fd)
@@ -130,16 +135,7 @@ def reading(install: Install, timeout: float = 600.0) -> Iterator[None]:
         yield
         return
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise LockBusy(f"another patcher run holds {install.engine}'s lock",
-                                   found=str(home(install)), hint="wait for it to finish") from None
-                time.sleep(0.05)
+        _flock(fd, fcntl.LOCK_SH, install, timeout)
         yield
     finally:
         os.close(fd)

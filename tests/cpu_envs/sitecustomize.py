@@ -130,7 +130,7 @@ class _VllmCompilationHook(importlib.abc.MetaPathFinder):
         if fullname == "vllm.compilation":
             sys.meta_path.remove(self)
             _define_c_ops()
-        return None  # the normal finders import the module itself
+        # the normal finders import the module itself
 
 
 if "torchvision" in SHIMS:

@@ -193,7 +193,7 @@ def _write_shims(env: Path, engine: str, version: str) -> None:
     shims = sorted(shims_for(engine, version))
     text = SHIM_TEMPLATE.read_text()
     text, n = re.subn(r"^SHIMS: frozenset\[str\] = frozenset\(\)",
-                      f"SHIMS: frozenset[str] = frozenset({shims!r})", text, flags=re.M)
+                      f"SHIMS: frozenset[str] = frozenset({shims!r})", text, flags=re.MULTILINE)
     assert n == 1, "SHIMS line not found in the sitecustomize template"
     (_site_packages(env) / "sitecustomize.py").write_text(text)
 
