@@ -9,10 +9,11 @@ releases shares one venv built from a lock file ``tests/cpu_envs/<line>.txt``
 in with ``pip install --no-deps <engine>==<version>``.
 
 * The venv lives in ``~/.cache/kimi-patcher/envs/<line>/``. A marker file holding
-  the hash of the lock and of the shims is written last; a missing or different
+  the hash of the lock is written last; a missing or different
   marker means the venv is rebuilt from scratch (so an interrupted build is redone).
 * ``tests/cpu_envs/sitecustomize.py`` is copied into the venv's site-packages with
-  the import-only shims the (engine, version) needs (see that file for why each).
+  the import-only shims the (engine, version) needs (see that file for why each);
+  it is rewritten whenever it differs, so editing the shims needs no rebuild.
 * After an engine swap, the engine's compiled ``*.so`` that cannot be loaded on
   this machine (vLLM's CUDA kernels) are deleted, but only if the probes still
   pass without them; otherwise they are put back.
@@ -49,12 +50,14 @@ _MARKER = ".kimi-env-complete"  # written last: holds the lock+shim hash
 _ENGINE_STATE = ".kimi-engine"  # "<engine>==<version>" once swapped in and pruned
 
 # (engine, first release, last release or None = open) -> line. Boundaries follow
-# the engines' own pins: SGLang moved to transformers 5 in 0.5.10; vLLM ...
+# the engines' own pins: SGLang pins transformers 5 from 0.5.10; vLLM pins
+# transformers<5 up to 0.19 and allows 5.x from 0.20 (requires it from 0.25).
+# Probed releases and results: tests/cpu_envs/NOTES.md.
 LINES: list[tuple[str, str, str | None, str]] = [
     ("sglang", "0.5.1", "0.5.9", "sglang-old"),
     ("sglang", "0.5.10", None, "sglang-new"),
-    ("vllm", "0.10.0", "0.17.1", "vllm-old"),
-    ("vllm", "0.18.0", None, "vllm-new"),
+    ("vllm", "0.10.0", "0.19.1", "vllm-old"),
+    ("vllm", "0.20.0", None, "vllm-new"),
 ]
 
 PROBE_TIMEOUT = 600  # seconds per import; a cold import on 2 busy cores is < 30 s
@@ -138,9 +141,8 @@ def _lock_path(line: str) -> Path:
 
 
 def _key(line: str) -> str:
-    h = hashlib.sha256(_lock_path(line).read_bytes())
-    h.update(SHIM_TEMPLATE.read_bytes())
-    return h.hexdigest()[:16]
+    """Hash of the lock file: a changed lock means a rebuilt venv."""
+    return hashlib.sha256(_lock_path(line).read_bytes()).hexdigest()[:16]
 
 
 def _site_packages(env: Path) -> Path:
@@ -195,7 +197,9 @@ def _write_shims(env: Path, engine: str, version: str) -> None:
     text, n = re.subn(r"^SHIMS: frozenset\[str\] = frozenset\(\)",
                       f"SHIMS: frozenset[str] = frozenset({shims!r})", text, flags=re.MULTILINE)
     assert n == 1, "SHIMS line not found in the sitecustomize template"
-    (_site_packages(env) / "sitecustomize.py").write_text(text)
+    dest = _site_packages(env) / "sitecustomize.py"
+    if not dest.exists() or dest.read_text() != text:
+        dest.write_text(text)
 
 
 def _unloadable_so(env: Path, engine: str) -> list[Path]:
@@ -264,6 +268,7 @@ def _prepare(engine: str, version: str, log=print) -> tuple[Path, list[dict] | N
     with _build_lock():
         env = _ensure_line(line, log)
         results = _swap_engine(env, engine, version, log)
+        _write_shims(env, engine, version)
     return env / "bin" / "python", results
 
 
