@@ -66,6 +66,7 @@ class Upstream:
     since: str
     ref: str
     evidence: tuple[Evidence, ...]
+    id: str = "upstream"  # what probes' `when` names; distinct ids split an upstream range
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class Probe:
     module: str
     check: str
     when: tuple[str, ...]
+    preload: tuple[str, ...] = ()  # imported first, as the engine does before this module
 
 
 @dataclass(frozen=True)
@@ -225,7 +227,7 @@ def load(folder: Path) -> Family:
     for i, t in enumerate(top.get("upstream", list, [])):
         f = _Fields(f"{where} upstream[{i}]", t)
         upstream.append(Upstream(f.spec("versions"), f.get("since", str), f.get("ref", str),
-                                 _evidence(f.where, f.get("evidence", list))))
+                                 _evidence(f.where, f.get("evidence", list)), f.get("id", str, "upstream")))
         f.done()
     for i, t in enumerate(top.get("refused", list, [])):
         f = _Fields(f"{where} refused[{i}]", t)
@@ -243,11 +245,12 @@ def load(folder: Path) -> Family:
     for i, t in enumerate(top.get("probe", list, [])):
         f = _Fields(f"{where} probe[{i}]", t)
         when = f.strings("when", tuple(sorted(ids)))
-        unknown = [w for w in when if w not in ids | {"upstream"}]
+        names = ids | {u.id for u in upstream} | {"upstream"}
+        unknown = [w for w in when if w not in names]
         if unknown:
-            raise ManifestError(f"{f.where}: field 'when' names {unknown[0]!r}",
-                                wanted=f"one of {sorted(ids | {'upstream'})}")
-        probes.append(Probe(f.get("id", str), f.get("module", str), f.get("check", str), when))
+            raise ManifestError(f"{f.where}: field 'when' names {unknown[0]!r}", wanted=f"one of {sorted(names)}")
+        probes.append(Probe(f.get("id", str), f.get("module", str), f.get("check", str), when,
+                            f.strings("preload", ())))
         f.done()
     family = Family(engine, name, folder, top.get("title", str), top.get("why", str),
                     top.strings("refs", []), top.get("default", bool, True), tuple(variants),

@@ -41,6 +41,7 @@ class Status:
     variant: str | None = None
     hint: str = ""
     untested: bool = False  # a variant chosen by content on a release it does not declare
+    upstream_id: str = "upstream"  # which upstream entry holds, for probes' `when`
     files: dict[str, FileState] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     probes: list[dict] = field(default_factory=list)
@@ -141,7 +142,7 @@ def _unknown(family: Family, files: Files, version: Version, record: dict | None
     for up in family.upstream:
         if _evidence(files, up) is None:
             return Status(family, State.UPSTREAM, f"fix present (in upstream since {up.since}, {up.ref}); "
-                          f"{version} itself is not in our matrix", untested=True)
+                          f"{version} itself is not in our matrix", untested=True, upstream_id=up.id)
     if in_place is not None:
         return in_place
     nearest = min(family.variants, key=lambda v: _distance(v, version), default=None)
@@ -174,7 +175,8 @@ def assess(install: Install, families: tuple[Family, ...], records: dict[str, di
                 st = Status(family, State.CONFLICT, f"{install.version} should carry the upstream fix "
                             f"({entry.ref}) but {failed}", hint="reinstall the engine; if it persists, file an issue")
             else:
-                st = Status(family, State.UPSTREAM, f"fixed upstream since {entry.since} ({entry.ref})")
+                st = Status(family, State.UPSTREAM, f"fixed upstream since {entry.since} ({entry.ref})",
+                            upstream_id=entry.id)
         elif isinstance(entry, Refused):
             failed = _evidence(files, entry)
             detail = f"{entry.reason}; use {entry.use} or newer"

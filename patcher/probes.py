@@ -30,6 +30,8 @@ results = []
 for i, p in enumerate(req["probes"]):
     r = {"id": p["id"], "family": p["family"]}
     try:
+        for pre in p["preload"]:
+            importlib.import_module(pre)
         mod = importlib.import_module(p["module"])
     except ModuleNotFoundError as e:
         inside = (e.name or "").split(".")[0] == req["engine"]
@@ -66,12 +68,12 @@ def _module_file(install: Install, module: str) -> set[Path]:
 def selected(statuses: list[Status]) -> list[tuple[Status, dict]]:
     out = []
     for st in statuses:
-        tag = st.variant if st.state is State.APPLIED else "upstream" if st.state is State.UPSTREAM else None
+        tag = st.variant if st.state is State.APPLIED else st.upstream_id if st.state is State.UPSTREAM else None
         if tag is None:
             continue
         for p in st.family.probes:
             if tag in p.when:
-                out.append((st, {"id": p.id, "family": st.family.id, "module": p.module,
+                out.append((st, {"id": p.id, "family": st.family.id, "module": p.module, "preload": list(p.preload),
                                  "file": str(st.family.folder / "probes.py"), "check": p.check}))
     return out
 

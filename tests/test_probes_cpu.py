@@ -30,7 +30,7 @@ def _cover(engine: str) -> list[str]:
             continue  # no CPU env line reaches this release (see tests/cpu_envs/NOTES.md)
         for f in fams:
             entry = f.classify(Version(v))
-            label = getattr(entry, "id", None) or ("upstream" if entry in f.upstream else None)
+            label = getattr(entry, "id", None)  # variant or upstream entry id; refused has none
             if label and any(label in p.when for p in f.probes):
                 need.setdefault((f.id, label, str(entry.versions)), []).append(v)
     chosen: list[str] = []

@@ -135,6 +135,13 @@ class _VllmCompilationHook(importlib.abc.MetaPathFinder):
 
 if "torchvision" in SHIMS:
     _torchvision_shim()
+if "torch_cpu_amx" in SHIMS:
+    # SGLang <= 0.5.2 calls torch._C._cpu._is_amx_tile_supported() at import time; torch
+    # 2.13 renamed it. The answer on this CPU is irrelevant to the probes: say no.
+    import torch
+
+    if not hasattr(torch._C._cpu, "_is_amx_tile_supported"):
+        torch._C._cpu._is_amx_tile_supported = lambda: False
 if SHIMS & {"sgl_kernel", "vllm"}:
     sys.meta_path.append(_StubFinder(SHIMS & {"sgl_kernel", "vllm"}))
 if "torch_ops_C" in SHIMS:

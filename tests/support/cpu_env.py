@@ -86,6 +86,8 @@ def shims_for(engine: str, version: str) -> frozenset[str]:
             shims.add("sgl_kernel")
         if v < _v("0.5.8"):
             shims.add("vllm")
+        if v < _v("0.5.3"):
+            shims.add("torch_cpu_amx")
         return frozenset(shims)
     if engine == "vllm":
         return frozenset({"torch_ops_C"})
