@@ -58,6 +58,7 @@ class Variant:
     id: str
     versions: SpecifierSet
     diffs: tuple[str, ...]
+    enable: str = ""  # for opt-in features: how users turn it on with this variant
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,8 @@ def load(folder: Path) -> Family:
     for i, t in enumerate(top.get("variant", list, [])):
         f = _Fields(f"{where} variant[{i}]", t)
         vid = f.get("id", str)
-        variants.append(Variant(vid, f.spec("versions"), f.strings("diffs", [f"{vid}.diff"])))
+        variants.append(Variant(vid, f.spec("versions"), f.strings("diffs", [f"{vid}.diff"]),
+                                _one_line(f.get("enable", str, ""))))
         f.done()
     for i, t in enumerate(top.get("upstream", list, [])):
         f = _Fields(f"{where} upstream[{i}]", t)

@@ -65,6 +65,9 @@ def render(root: Path = manifest.PATCHES) -> str:
         for v in releases(engine, root):
             out.append(f"| {v} | " + " | ".join(cell(f, v) for f in fams) + " |")
         out.append("")
+        enable = [f"- `{f.name}` {v.id} (`{v.versions}`): {v.enable}" for f in fams for v in f.variants if v.enable]
+        if enable:
+            out += ["How to turn the opt-in features on, per variant:", "", *enable, ""]
         notes = [f"- {_note(f, r)}: {_one_line(r.reason)}" for f in fams for r in f.refused]
         if notes:
             out += ["Why refused:", "", *notes, ""]

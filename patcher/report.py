@@ -11,6 +11,11 @@ _MARK = {State.APPLIED: "ok", State.UPSTREAM: "ok", State.PENDING: "todo", State
          State.REFUSED: "NO", State.BLOCKED: "NO", State.CONFLICT: "NO", State.UNKNOWN: "??"}
 
 
+def _enable(s) -> str:
+    """How to turn an opt-in feature on, for the variant in place (or about to be)."""
+    return next((v.enable for v in s.family.variants if v.id == s.variant), "") if s.variant else ""
+
+
 def as_dict(r: Report, code: int) -> dict[str, Any]:
     i = r.install
     return {
@@ -19,7 +24,7 @@ def as_dict(r: Report, code: int) -> dict[str, Any]:
         "families": [{
             "id": s.family.id, "title": s.family.title, "state": s.state.value, "variant": s.variant,
             "detail": s.detail, "hint": s.hint, "untested": s.untested, "warnings": s.warnings,
-            "files": {k: v.value for k, v in s.files.items()}, "probes": s.probes,
+            "files": {k: v.value for k, v in s.files.items()}, "probes": s.probes, "enable": _enable(s),
         } for s in r.statuses],
     }
 
@@ -31,6 +36,8 @@ def as_text(r: Report) -> list[str]:
     for s in r.statuses:
         variant = f" [{s.variant}]" if s.variant and s.state in (State.APPLIED, State.PENDING, State.LOST) else ""
         out.append(f"  {_MARK[s.state]:4} {s.family.id}: {s.state.value}{variant}: {s.detail}")
+        if s.state is State.APPLIED and _enable(s):
+            out.append(f"       turn on: {_enable(s)}")
         for w in s.warnings:
             out.append(f"       warning: {w}")
         for p in s.probes:
