@@ -109,6 +109,7 @@ class Family:
     refused: tuple[Refused, ...]
     requires: tuple[Requirement, ...]
     probes: tuple[Probe, ...]
+    newest: Version | None = None  # newest release in releases.txt: beyond it, content decides
 
     @property
     def id(self) -> str:
@@ -128,6 +129,10 @@ class Family:
         return [*self.variants, *self.upstream, *self.refused]
 
     def classify(self, version: Version) -> Variant | Upstream | Refused | None:
+        """The entry that declares ``version``. A release newer than every one we tested is
+        declared by none, however open a range reads: only its files can say what it is."""
+        if self.newest is not None and version > self.newest:
+            return None
         for entry in self.entries():
             if contains(entry.versions, version):
                 return entry
@@ -194,6 +199,14 @@ class _Fields:
             raise ManifestError(f"{self.where}: unknown field '{extra[0]}'", hint="see patches/README.md")
 
 
+def _newest(engine_dir: Path) -> Version | None:
+    path = engine_dir / "releases.txt"
+    if not path.is_file():
+        return None
+    versions = [Version(ln.strip()) for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    return max(versions, default=None)
+
+
 def _one_line(text: str) -> str:
     """Reasons are printed inside one report line; TOML multi-line strings are for the reader."""
     return " ".join(text.split()).rstrip(".")
@@ -256,7 +269,7 @@ def load(folder: Path) -> Family:
         f.done()
     family = Family(engine, name, folder, top.get("title", str), top.get("why", str),
                     top.strings("refs", []), top.get("default", bool, True), tuple(variants),
-                    tuple(upstream), tuple(refused), tuple(requires), tuple(probes))
+                    tuple(upstream), tuple(refused), tuple(requires), tuple(probes), _newest(folder.parent))
     top.done()
     if len(ids) != len(variants):
         raise ManifestError(f"{where}: two variants share an id")

@@ -145,13 +145,24 @@ def _unknown(family: Family, files: Files, version: Version, record: dict | None
                           f"{version} itself is not in our matrix", untested=True, upstream_id=up.id)
     if in_place is not None:
         return in_place
-    nearest = min(family.variants, key=lambda v: _distance(v, version), default=None)
+    # Nearest: the variant with most hunks still finding their text, then the closest range.
+    nearest = max(family.variants, key=lambda v: (_fitting_hunks(family, v, files), -_distance(v, version)),
+                  default=None)
     if nearest is None:
         return Status(family, State.UNKNOWN, f"no entry covers {version}", hint="file an issue")
     _, first = _content_state(family, nearest, files)
     return Status(family, State.UNKNOWN, f"no variant declared for {version}; nearest is {nearest.id} "
                   f"('{nearest.versions}'), which does not fit: {first}", nearest.id,
                   hint="use a release from VERSIONS.md, or file an issue with 'patcher verify --json'")
+
+
+def _fitting_hunks(family: Family, variant: Variant, files: Files) -> int:
+    n = 0
+    for fp in family.patches[variant.id]:
+        lines = files.lines(fp.path)
+        if lines is not None:
+            n += sum(hunks.locate(lines, h.old, 0, 0, h.old_ends_without_newline) is not None for h in fp.hunks)
+    return n
 
 
 def _distance(variant: Variant, version: Version) -> float:

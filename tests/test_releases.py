@@ -89,3 +89,50 @@ def test_no_two_entries_claim_a_release():
             hits = [x for x in (*f.variants, *f.upstream, *f.refused)
                     if manifest.contains(x.versions, Version(v))]
             assert len(hits) <= 1, f"{f.id}: {v} is claimed by {len(hits)} entries"
+
+
+def fake_newer_release(engine: str, base: str, new: str, dest: Path) -> Path:
+    """The files of ``base`` published again as ``new``: a release newer than every manifest."""
+    tree = wheels.tree(engine, base)
+    install = engines.find(engine, site=tree)
+    rels = {fp.path for f in manifest.load_all(manifest.PATCHES, (engine,)) for v in f.variants
+            for fp in f.patches[v.id]} | {ev.file for f in manifest.load_all(manifest.PATCHES, (engine,))
+                                          for e in (*f.upstream, *f.refused) for ev in e.evidence}
+    rels = {r for r in rels if (tree / r).exists()}
+    site = scratch_site(tree, install, rels, dest)
+    old = site / install.dist_info.name
+    info = old.rename(site / f"{engine}-{new}.dist-info")
+    meta = info / "METADATA"
+    meta.write_text(meta.read_text().replace(f"Version: {base}", f"Version: {new}", 1))
+    return site
+
+
+@pytest.mark.wheels
+def test_release_newer_than_every_manifest_is_classified_by_content(tmp_path):
+    site = fake_newer_release("sglang", "0.5.23", "0.5.99", tmp_path / "site")
+    install = engines.find("sglang", site=site)
+    assert str(install.version) == "0.5.99"
+    states = {s.family.name: s for s in assess(install, manifest.load_all(manifest.PATCHES, ("sglang",)), {})}
+    # The fix is in the files: upstream, by content, naming the release that added it.
+    assert states["eagle3-drafter-keys"].state is State.UPSTREAM
+    assert "since 0.5.12" in states["eagle3-drafter-keys"].detail and states["eagle3-drafter-keys"].untested
+    # Same text as 0.5.23: the newest variant's pre-image matches byte for byte.
+    gate = states["sm120-allreduce-fusion"]
+    assert gate.state is State.UNKNOWN and "pre-image byte for byte" in gate.detail
+    r = actions.apply("sglang", actions.Options(site=site, probes=False, only=("sglang/sm120-allreduce-fusion",)))
+    assert r.changed == [] and r.exit_code(False) == 1  # not without --allow-untested
+    r = actions.apply("sglang", actions.Options(site=site, probes=False, only=("sglang/sm120-allreduce-fusion",),
+                                                allow_untested=True))
+    assert r.changed and r.statuses[0].state is State.APPLIED and r.statuses[0].untested
+
+
+@pytest.mark.wheels
+def test_release_newer_than_every_manifest_names_the_nearest_variant(tmp_path):
+    site = fake_newer_release("sglang", "0.5.23", "0.5.99", tmp_path / "site")
+    target = site / "sglang/srt/layers/layer_boundary/residual/add_norm.py"
+    target.write_text(target.read_text().replace("def flashinfer_ar_fusion_applies", "def renamed_upstream", 1))
+    install = engines.find("sglang", site=site)
+    (gate,) = [s for s in assess(install, manifest.load_all(manifest.PATCHES, ("sglang",)), {})
+               if s.family.name == "sm120-allreduce-fusion"]
+    assert gate.state is State.UNKNOWN
+    assert "nearest is v11" in gate.detail and "does not apply" in gate.detail
