@@ -145,9 +145,10 @@ def _unknown(family: Family, files: Files, version: Version, record: dict | None
                           f"{version} itself is not in our matrix", untested=True, upstream_id=up.id)
     if in_place is not None:
         return in_place
-    # Nearest: the variant with most hunks still finding their text, then the closest range.
-    nearest = max(family.variants, key=lambda v: (_fitting_hunks(family, v, files), -_distance(v, version)),
-                  default=None)
+    # Nearest: the variant with most hunks still finding their text, then the closest range,
+    # then the newer range (what a newer release most likely descends from).
+    nearest = max(family.variants, key=lambda v: (_fitting_hunks(family, v, files), -_distance(v, version),
+                                                  max(_bounds(v), default=Version("0"))), default=None)
     if nearest is None:
         return Status(family, State.UNKNOWN, f"no entry covers {version}", hint="file an issue")
     _, first = _content_state(family, nearest, files)
@@ -165,8 +166,12 @@ def _fitting_hunks(family: Family, variant: Variant, files: Files) -> int:
     return n
 
 
+def _bounds(variant: Variant) -> list[Version]:
+    return [Version(s.version.rstrip(".*")) for s in variant.versions if s.version]
+
+
 def _distance(variant: Variant, version: Version) -> float:
-    bounds = [Version(s.version.rstrip(".*")) for s in variant.versions if s.version]
+    bounds = _bounds(variant)
     def num(v: Version) -> float:
         return sum(p / 1000 ** i for i, p in enumerate(v.release))
     return min((abs(num(b) - num(version)) for b in bounds), default=1e9)
