@@ -147,8 +147,10 @@ def _unknown(family: Family, files: Files, version: Version, record: dict | None
         return in_place
     # Nearest: the variant with most hunks still finding their text, then the closest range,
     # then the newer range (what a newer release most likely descends from).
+    order = {v.id: i for i, v in enumerate(family.variants)}  # manifests list variants oldest first
     nearest = max(family.variants, key=lambda v: (_fitting_hunks(family, v, files), -_distance(v, version),
-                                                  max(_bounds(v), default=Version("0"))), default=None)
+                                                  max(_bounds(v), default=Version("0")), order[v.id]),
+                  default=None)
     if nearest is None:
         return Status(family, State.UNKNOWN, f"no entry covers {version}", hint="file an issue")
     _, first = _content_state(family, nearest, files)
