@@ -1,5 +1,6 @@
-"""One real engine release end to end: SGLang 0.5.9 installed by pip (--no-deps) into a venv,
-then the CLI applies, verifies and reverts; the install ends byte-identical to RECORD."""
+"""One real release per engine end to end: SGLang 0.5.9 and vLLM 0.15.1 installed by pip
+(--no-deps) into a venv, then the CLI applies, verifies and reverts; the install ends
+byte-identical to RECORD."""
 
 from __future__ import annotations
 
@@ -13,17 +14,18 @@ import pytest
 from patcher.__main__ import main
 from patcher.engines import find, sha256_record
 
-RELEASE = "0.5.9"
+RELEASES = {"sglang": ("0.5.9", "sglang/eagle3-drafter-keys"), "vllm": ("0.15.1", "vllm/mla-aux-capture")}
 
 
-@pytest.fixture(scope="module")
-def engine_python(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sglang")
+@pytest.fixture(scope="module", params=sorted(RELEASES))
+def engine_python(request, tmp_path_factory):
+    engine = request.param
+    root = tmp_path_factory.mktemp(engine)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
     python = root / "venv" / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-                    f"sglang=={RELEASE}"], check=True)
-    return str(python)
+                    "--no-compile", f"{engine}=={RELEASES[engine][0]}"], check=True)
+    return engine, str(python)
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -32,8 +34,8 @@ def cli(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def record_mismatches(python: str) -> list[str]:
-    install = find("sglang", python=python)
+def record_mismatches(engine: str, python: str) -> list[str]:
+    install = find(engine, python=python)
     bad = []
     for rel, digest in install.record.items():
         p = install.site / rel
@@ -43,15 +45,17 @@ def record_mismatches(python: str) -> list[str]:
 
 
 @pytest.mark.wheels
-def test_apply_verify_revert_on_published_sglang(engine_python):
-    assert record_mismatches(engine_python) == []
-    code, out, err = cli("verify", "--engine", "sglang", "--python", engine_python, "--json")
+def test_apply_verify_revert_on_a_published_release(engine_python):
+    engine, python = engine_python
+    release, family = RELEASES[engine]
+    assert record_mismatches(engine, python) == []
+    code, out, err = cli("verify", "--engine", engine, "--python", python, "--json")
     before = json.loads(out)[0]
-    assert before["version"] == RELEASE and code == 1
+    assert before["version"] == release and code == 1
     pending = {f["id"] for f in before["families"] if f["state"] == "pending"}
-    assert "sglang/eagle3-drafter-keys" in pending
+    assert family in pending
 
-    code, out, err = cli("apply", "--engine", "sglang", "--python", engine_python, "--json")
+    code, out, err = cli("apply", "--engine", engine, "--python", python, "--json")
     report = json.loads(out)[0]
     states = {f["id"]: f["state"] for f in report["families"]}
     assert all(states[i] == "applied" for i in pending), states
@@ -61,13 +65,13 @@ def test_apply_verify_revert_on_published_sglang(engine_python):
     assert probes and all(p["status"] == "not importable" for p in probes), probes
     assert code == 0, err
 
-    code, out, _ = cli("apply", "--engine", "sglang", "--python", engine_python, "--json")
+    code, out, _ = cli("apply", "--engine", engine, "--python", python, "--json")
     assert json.loads(out)[0]["changed"] == [] and code == 0
 
-    code, out, _ = cli("verify", "--engine", "sglang", "--python", engine_python, "--strict")
+    code, out, _ = cli("verify", "--engine", engine, "--python", python, "--strict")
     assert code == 1  # --strict: probes that cannot import are not a proof
     assert "not importable: missing module" in out
 
-    code, out, _ = cli("revert", "--engine", "sglang", "--python", engine_python)
+    code, out, _ = cli("revert", "--engine", engine, "--python", python)
     assert code == 0, out
-    assert record_mismatches(engine_python) == []
+    assert record_mismatches(engine, python) == []
