@@ -43,7 +43,8 @@ def as_text(r: Report) -> list[str]:
         for p in s.probes:
             extra = f": {p['detail']}" if p["detail"] else ""
             out.append(f"       probe {p['id']}: {p['status']}{extra}")
-        if s.hint and s.state not in (State.APPLIED, State.UPSTREAM):
+        if s.hint and s.state not in (State.APPLIED, State.UPSTREAM) and not (
+                r.action == "revert" and s.state is State.PENDING):  # pending is what revert is for
             out.append(f"       hint: {s.hint}")
     if r.action in verb:
         files = ", ".join(r.changed) if r.changed else "nothing (already in the wanted state)"
