@@ -107,19 +107,7 @@ def write_families(root: Path, families: dict[str, dict[str, str]]) -> Path:
 
 
 def build_wheel(dest: Path, version: str, sources: dict[str, bytes]) -> Path:
-    files = {f"{ENGINE}/__init__.py": b"", **sources}
-    info = f"{ENGINE}-{version}.dist-info"
-    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {ENGINE}\nVersion: {version}\n".encode()
-    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    record = "".join(f"{p},{sha256_record(d)},{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
-    files[f"{info}/RECORD"] = record.encode()
-    import zipfile
-
-    wheel = dest / f"{ENGINE}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for p, d in files.items():
-            zf.writestr(p, d)
-    return wheel
+    return toy.build_wheel(dest, version, sources=sources)
 
 
 @pytest.fixture(scope="module")

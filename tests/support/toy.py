@@ -79,12 +79,12 @@ def _hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_wheel(dest: Path, version: str, core: str = MODULE_V1) -> Path:
-    files = {
-        f"{ENGINE}/__init__.py": b"",
+def build_wheel(dest: Path, version: str, core: str = MODULE_V1, sources: dict[str, bytes] | None = None) -> Path:
+    """A real wheel of the toy engine; ``sources`` replaces its modules when given."""
+    files = {f"{ENGINE}/__init__.py": b"", **(sources if sources is not None else {
         f"{ENGINE}/core.py": core.encode(),
         f"{ENGINE}/other.py": b"X = 1\n",
-    }
+    })}
     info = f"{ENGINE}-{version}.dist-info"
     files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {ENGINE}\nVersion: {version}\n".encode()
     files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
