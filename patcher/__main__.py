@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import __version__, actions, manifest
-from .errors import PatcherError
+from .errors import NotInstalled, PatcherError
 from .report import as_dict, as_text
 
 EXIT_USAGE = 2
@@ -75,25 +75,6 @@ def _error(exc: PatcherError, err: TextIO, debug: bool, out: TextIO | None = Non
     return exc.exit_code
 
 
-def _engines(choice: str, opts: actions.Options) -> list[str]:
-    if choice != "all":
-        return [choice]
-    from . import engines
-
-    found = []
-    for engine in manifest.ENGINES:
-        try:
-            engines.find(engine, python=opts.python, site=opts.site)
-        except PatcherError:
-            continue
-        found.append(engine)
-    if not found:
-        raise PatcherError("neither vllm nor sglang is installed",
-                           found=f"python: {opts.python or sys.executable}" if not opts.site else f"site: {opts.site}",
-                           hint="pass --python or --site for the engine's environment")
-    return found
-
-
 def _list(args: argparse.Namespace, opts: actions.Options, out: TextIO) -> int:
     rows: list[dict[str, Any]] = []
     for fam in manifest.load_all(opts.patches):
@@ -134,10 +115,19 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
             return _list(args, opts, out)
         action = {"apply": actions.apply, "verify": actions.verify, "revert": actions.revert}[args.command]
         reports, code = [], 0
-        for engine in _engines(args.engine, opts):
-            report = action(engine, opts)
+        for engine in manifest.ENGINES if args.engine == "all" else (args.engine,):
+            try:
+                report = action(engine, opts)
+            except NotInstalled:
+                if args.engine != "all":
+                    raise
+                continue  # --engine all: act on the engines that are installed
             reports.append(report)
             code = max(code, report.exit_code(opts.strict))
+        if not reports:
+            raise PatcherError("neither vllm nor sglang is installed",
+                               found=f"site: {opts.site}" if opts.site else f"python: {opts.python or sys.executable}",
+                               hint="pass --python or --site for the engine's environment")
     except PatcherError as exc:
         return _error(exc, err, args.debug, out if args.json else None)
     if args.json:

@@ -20,7 +20,7 @@ import importlib_metadata
 from packaging.version import InvalidVersion, Version
 
 from . import _introspect
-from .errors import EngineError
+from .errors import EngineError, NotInstalled
 
 
 def sha256_record(data: bytes) -> str:
@@ -41,11 +41,6 @@ class Install:
     pycache_prefix: str | None
     others: dict[str, str] = field(default_factory=dict)  # other distributions -> version
     shadowed: tuple[str, ...] = ()  # other copies of the engine that Python does not import
-
-    @property
-    def where(self) -> str:
-        py = f" (python: {self.python})" if self.python else ""
-        return f"{self.engine} {self.version} at {self.site}{py}"
 
     def path(self, rel: str) -> Path:
         """Absolute path of an engine file, refusing anything that is not one of its installed files."""
@@ -140,7 +135,7 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
     interp = info["executable"]
     label = f"python: {interp}" if interp else f"site: {site}"
     if not info["copies"]:
-        raise EngineError(f"{engine} is not installed", wanted=f"a {engine} distribution", found=f"none ({label})",
+        raise NotInstalled(f"{engine} is not installed", wanted=f"a {engine} distribution", found=f"none ({label})",
                           hint="install it first, or pass --python / --site for the right environment")
     if info["imported"] is None:
         raise EngineError(f"{engine} is installed but not importable", found=label)

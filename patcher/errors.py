@@ -39,6 +39,10 @@ class EngineError(PatcherError):
     """The engine is not installed, installed twice, editable, or unreadable."""
 
 
+class NotInstalled(EngineError):
+    """The engine has no distribution in the target environment."""
+
+
 class HunkFailed(PatcherError):
     """A hunk's context is not in the file at its place or any offset (we never fuzz)."""
 

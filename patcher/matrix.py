@@ -43,9 +43,6 @@ def _note(family: Family, entry: Refused) -> str:
     return f"{family.name} R{family.refused.index(entry) + 1}"
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
 
 def render(root: Path = manifest.PATCHES) -> str:
     out = ["# Compatibility matrix", "",
@@ -68,7 +65,7 @@ def render(root: Path = manifest.PATCHES) -> str:
         enable = [f"- `{f.name}` {v.id} (`{v.versions}`): {v.enable}" for f in fams for v in f.variants if v.enable]
         if enable:
             out += ["How to turn the opt-in features on, per variant:", "", *enable, ""]
-        notes = [f"- {_note(f, r)}: {_one_line(r.reason)}" for f in fams for r in f.refused]
+        notes = [f"- {_note(f, r)}: {r.reason}" for f in fams for r in f.refused]
         if notes:
             out += ["Why refused:", "", *notes, ""]
     return "\n".join(out)

@@ -63,6 +63,7 @@ def test_every_shipped_manifest_loads_and_has_probes():
     fams = manifest.load_all()
     assert {f.engine for f in fams} == {"vllm", "sglang"}
     for f in fams:
+        f.check_diffs()  # every variant's diffs parse (runs parse only what they use)
         assert f.probes, f"{f.id} has no probe"
         assert (f.folder / "probes.py").is_file()
         import ast

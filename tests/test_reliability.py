@@ -364,17 +364,24 @@ def test_kill_at_every_file_operation_of_apply(base_venv, tmp_path):
     assert len(ops) >= 10, ops
 
     def point(n: int, name: str) -> str:
-        label = f"apply killed before op {n} ({name})"
-        env, touched = kill_setup(base_venv, tmp_path / f"k{n}", "apply")
-        proc = child(cfg_for(env, "apply", kill={"kind": "op", "n": n}))
-        assert proc.returncode == -9, f"{label}: not killed: {proc.returncode} {proc.stderr[-500:]}"
-        seen = check_after_kill(env, touched, label)
-        check_recovered_by_apply(env, label, probe_runtime=False)
-        return seen
+        return kill_op_then_recover(base_venv, tmp_path / f"k{n}", "apply", n,
+                                    f"apply killed before op {n} ({name})")
 
     outcomes = each(ops, point)
     TRIED["apply ops"] = outcomes
     print(f"\napply: {len(ops)} kill points at file operations: {outcomes}")
+
+
+def kill_op_then_recover(base_venv: Path, where: Path, action: str, n: int, label: str,
+                         pre_kill: dict | None = None) -> str:
+    """Prepare (optionally after ``action`` was killed at ``pre_kill``), run ``apply`` killed
+    before file operation ``n``, check what verify says, then that the next apply recovers."""
+    env, touched = kill_setup(base_venv, where, action, pre_kill)
+    proc = child(cfg_for(env, "apply", kill={"kind": "op", "n": n}))
+    assert proc.returncode == -9, f"{label}: not killed: {proc.returncode} {proc.stderr[-500:]}"
+    seen = check_after_kill(env, touched, label)
+    check_recovered_by_apply(env, label, probe_runtime=False)
+    return seen
 
 
 @pytest.mark.parametrize("action", ["apply", "revert"])
@@ -392,13 +399,9 @@ def test_kill_during_recovery(base_venv, tmp_path, action):
     print(f"\n{action} killed at 'state', then {len(ops)} kill points in the roll-back")
 
     def point(n: int, name: str) -> str:
-        label = f"{action} killed at 'state', then its recovery killed before op {n} ({name})"
-        env, touched = kill_setup(base_venv, tmp_path / f"k{n}", action, first_kill)
-        proc = child(cfg_for(env, "apply", kill={"kind": "op", "n": n}))
-        assert proc.returncode == -9, f"{label}: not killed: {proc.returncode} {proc.stderr[-500:]}"
-        seen = check_after_kill(env, touched, label)
-        check_recovered_by_apply(env, label, probe_runtime=False)
-        return seen
+        return kill_op_then_recover(base_venv, tmp_path / f"k{n}", action, n,
+                                    f"{action} killed at 'state', then its recovery killed before op {n} ({name})",
+                                    pre_kill=first_kill)
 
     outcomes = each(ops, point)
     TRIED[f"{action} recovery ops"] = outcomes
