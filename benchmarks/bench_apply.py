@@ -4,7 +4,7 @@
    `git apply` of the same diffs on the same files. Goal: <= 1.5x.
 2. `verify` with probes against a bare `python -c "import <the same modules>"` in the same
    interpreter. Goal: <= 1.2x. Needs an environment where the engine imports (a CPU env from
-   tests/support/cpu_env.py); pass its python with --python, or it is skipped.
+   patcher/maintainer/cpu_env.py); pass its python with --python, or it is skipped.
 
 Usage: python benchmarks/bench_apply.py [--engine sglang] [--release 0.5.9] [--python PY] [--runs 15]
 """
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from patcher import actions, engines, manifest, write
 from patcher.plan import State, assess
-from tests.support import wheels
+from patcher.maintainer import wheels
 
 
 def scratch(tree: Path, install: engines.Install, rels: list[str], dest: Path) -> None:

@@ -1,7 +1,7 @@
 """Session set-up: fetch every covered release's wheel in parallel before the tests need it.
 
 A cold machine would otherwise download ~85 wheels one test at a time; four at once is
-what the registry and two cores handle well. Each fetch is resumable (tests/support/wheels.py).
+what the registry and two cores handle well. Each fetch is resumable (patcher/maintainer/wheels.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ def pytest_collection_finish(session):
     if not any(item.get_closest_marker("wheels") or item.get_closest_marker("cpuenv") for item in session.items):
         return
     from patcher import manifest, matrix
-    from tests.support import wheels
+    from patcher.maintainer import wheels
 
     todo = [(e, v) for e in manifest.ENGINES for v in matrix.releases(e)
             if not (wheels.TREES / f"{e}-{v}" / ".complete").exists()]

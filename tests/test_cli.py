@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from patcher.__main__ import main
-from tests.support import wheels
+from patcher.maintainer import wheels
 
 
 def cli(*argv):

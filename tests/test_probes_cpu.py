@@ -17,7 +17,7 @@ from packaging.version import Version
 
 from patcher import manifest, matrix
 from patcher.__main__ import main
-from tests.support import cpu_env
+from patcher.maintainer import cpu_env
 
 
 def _cover(engine: str) -> list[str]:
@@ -27,7 +27,7 @@ def _cover(engine: str) -> list[str]:
         try:
             cpu_env.line_for(engine, v)
         except ValueError:
-            continue  # no CPU env line reaches this release (see tests/cpu_envs/NOTES.md)
+            continue  # no CPU env line reaches this release (see patcher/maintainer/cpu_envs/NOTES.md)
         for f in fams:
             entry = f.classify(Version(v))
             label = getattr(entry, "id", None)  # variant or upstream entry id; refused has none

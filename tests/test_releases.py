@@ -3,7 +3,7 @@
 For each release: the state `verify` reports for every family must be the one the
 manifest declares (proven by content: upstream evidence present, refusal reason
 holding), and every variant must apply, compile, re-apply as a no-op and revert to
-the bytes RECORD names. The wheels are fetched once per machine (tests/support/wheels.py).
+the bytes RECORD names. The wheels are fetched once per machine (patcher/maintainer/wheels.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from patcher import actions, engines, manifest, matrix
 from patcher.manifest import Refused, Upstream, Variant
 from patcher.plan import State, assess
-from tests.support import wheels
+from patcher.maintainer import wheels
 
 RELEASES = [(e, v) for e in manifest.ENGINES for v in matrix.releases(e)]
 

@@ -754,7 +754,7 @@ SGLANG_FILES = ("sglang/srt/models/llama_eagle3.py",)
 
 @pytest.fixture(scope="module")
 def sglang_site(tmp_path_factory) -> Path:
-    from tests.support import wheels
+    from patcher.maintainer import wheels
 
     src = wheels.tree("sglang", "0.5.9")
     dest = tmp_path_factory.mktemp("sglang") / "site"

@@ -1,4 +1,4 @@
-"""Import-only shims for the CPU test environments of tests/support/cpu_env.py.
+"""Import-only shims for the CPU test environments of patcher/maintainer/cpu_env.py.
 
 This file is copied into the site-packages of those test venvs only (never into a
 real engine install). Python runs it at every interpreter start in that venv, so
@@ -17,7 +17,7 @@ import importlib.machinery
 import sys
 import types
 
-SHIMS: frozenset[str] = frozenset()  # set per line by tests/support/cpu_env.py
+SHIMS: frozenset[str] = frozenset()  # set per line by patcher/maintainer/cpu_env.py
 
 
 # --- torchvision --------------------------------------------------------------

@@ -7,7 +7,7 @@ of it compiled kernels we never touch). The wheel is deleted after unpacking to
 keep disk bounded; the tree is the cache. A marker file written last makes an
 interrupted unpack invisible, so a killed run resumes cleanly.
 
-CLI (for maintainers and for warming CI): ``python -m tests.support.wheels sglang 0.5.9 ...``
+CLI (for maintainers and for warming CI): ``python -m patcher.maintainer.wheels sglang 0.5.9 ...``
 or ``--all sglang`` for the whole coverage window.
 """
 
@@ -80,7 +80,7 @@ def published(engine: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.support.wheels")
+    ap = argparse.ArgumentParser(prog="python -m patcher.maintainer.wheels")
     ap.add_argument("engine", choices=sorted(WINDOW))
     ap.add_argument("versions", nargs="*")
     ap.add_argument("--all", action="store_true", help="every release in the coverage window")

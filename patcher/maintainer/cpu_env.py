@@ -4,23 +4,23 @@ Our real-import probes need the engine's own modules importable in a fresh
 interpreter, on a CI machine with 2 cores, no GPU and the CPU build of torch
 2.13.0 (a local wheel that ``pip install torch==2.13.0+cpu`` takes). A full
 ``pip install vllm==X`` pulls ~10 GB of CUDA wheels, so instead each *line* of
-releases shares one venv built from a lock file ``tests/cpu_envs/<line>.txt``
+releases shares one venv built from a lock file ``patcher/maintainer/cpu_envs/<line>.txt``
 (exact pins, installed with ``--no-deps``), and only the engine wheel is swapped
 in with ``pip install --no-deps <engine>==<version>``.
 
 * The venv lives in ``~/.cache/kimi-patcher/envs/<line>/``. A marker file holding
   the hash of the lock is written last; a missing or different
   marker means the venv is rebuilt from scratch (so an interrupted build is redone).
-* ``tests/cpu_envs/sitecustomize.py`` is copied into the venv's site-packages with
+* ``patcher/maintainer/cpu_envs/sitecustomize.py`` is copied into the venv's site-packages with
   the import-only shims the (engine, version) needs (see that file for why each);
   it is rewritten whenever it differs, so editing the shims needs no rebuild.
 * After an engine swap, the engine's compiled ``*.so`` that cannot be loaded on
   this machine (vLLM's CUDA kernels) are deleted, but only if the probes still
   pass without them; otherwise they are put back.
 
-CLI: ``python -m tests.support.cpu_env --check <engine> <version> [<version> ...]``
+CLI: ``python -m patcher.maintainer.cpu_env --check <engine> <version> [<version> ...]``
 builds or reuses the env, swaps the engine in and prints the import table.
-See tests/cpu_envs/NOTES.md for the measured coverage, timings and disk use.
+See patcher/maintainer/cpu_envs/NOTES.md for the measured coverage, timings and disk use.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from pathlib import Path
 from packaging.version import Version
 
 CACHE = Path(os.environ.get("KIMI_PATCHER_CACHE", Path.home() / ".cache" / "kimi-patcher"))
-ENVS = CACHE / "envs"
-LOCKS = Path(__file__).resolve().parents[1] / "cpu_envs"
+ENVS = Path(os.environ.get("KIMI_PATCHER_ENVS", CACHE / "envs"))  # one set per concurrent user
+LOCKS = Path(__file__).resolve().parent / "cpu_envs"
 SHIM_TEMPLATE = LOCKS / "sitecustomize.py"
 _MARKER = ".kimi-env-complete"  # written last: holds the lock+shim hash
 _ENGINE_STATE = ".kimi-engine"  # "<engine>==<version>" once swapped in and pruned
@@ -52,7 +52,7 @@ _ENGINE_STATE = ".kimi-engine"  # "<engine>==<version>" once swapped in and prun
 # (engine, first release, last release or None = open) -> line. Boundaries follow
 # the engines' own pins: SGLang pins transformers 5 from 0.5.10; vLLM pins
 # transformers<5 up to 0.19 and allows 5.x from 0.20 (requires it from 0.25).
-# Probed releases and results: tests/cpu_envs/NOTES.md.
+# Probed releases and results: patcher/maintainer/cpu_envs/NOTES.md.
 LINES: list[tuple[str, str, str | None, str]] = [
     ("sglang", "0.5.1", "0.5.9", "sglang-old"),
     ("sglang", "0.5.10", None, "sglang-new"),
@@ -225,7 +225,7 @@ def _unloadable_so(env: Path, engine: str) -> list[Path]:
 
 def _install_tree(env: Path, engine: str, version: str) -> None:
     """Replace the engine in ``env`` by the published sources and dist-info of ``version``."""
-    from tests.support import wheels
+    from patcher.maintainer import wheels
 
     tree = wheels.tree(engine, version)
     sp = _site_packages(env)
@@ -368,7 +368,7 @@ def check(engine: str, versions: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.support.cpu_env", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m patcher.maintainer.cpu_env", description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", nargs="+", metavar=("ENGINE", "VERSION"),
                     help="build/reuse the env for ENGINE VERSION... and print the import table")
     ap.add_argument("--python", nargs=2, metavar=("ENGINE", "VERSION"), help="print the env's python")
