@@ -59,7 +59,11 @@ def cli(*argv: str) -> tuple[int, dict, str]:
 @pytest.mark.cpuenv
 @pytest.mark.parametrize("engine,version", CASES, ids=[f"{e}-{v}" for e, v in CASES])
 def test_probes_pass_on_real_import(engine, version):
-    python = str(cpu_env.env_python(engine, version))
+    with cpu_env.using(engine, version) as env:
+        _apply_probe_revert(engine, version, str(env))
+
+
+def _apply_probe_revert(engine, version, python):
     cli("revert", "--engine", engine, "--python", python, "--no-probes")  # a previous run's leftovers
     code, report, err = cli("apply", "--engine", engine, "--python", python, "--json")
     assert report, err

@@ -285,8 +285,25 @@ def _swap_engine(env: Path, engine: str, version: str, log=print) -> list[dict] 
 
 
 def env_python(engine: str, version: str) -> Path:
-    """Python of a CPU venv where ``engine==version`` is installed and importable."""
+    """Python of a CPU venv where ``engine==version`` is installed and importable.
+
+    Unlocked: another process may swap the engine right after. Concurrent users (tests,
+    benchmarks, port) take ``using()`` instead."""
     return _prepare(engine, version)[0]
+
+
+@contextlib.contextmanager
+def using(engine: str, version: str, log=print):
+    """``engine==version`` in its line's env, held exclusively until the block ends: a
+    concurrent run swapping the engine mid-probe would change what the probes import."""
+    line = line_for(engine, version)
+    ENVS.mkdir(parents=True, exist_ok=True)
+    with open(ENVS / f".{line}.use.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield _prepare(engine, version, log)[0]
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _prepare(engine: str, version: str, log=print) -> tuple[Path, list[dict] | None]:
