@@ -28,6 +28,9 @@ class Options:
     patches: Path = manifest.PATCHES
 
 
+_IS = {State.CONFLICT: "is in conflict", State.UNKNOWN: "is on an unknown release"}
+
+
 @dataclass
 class Report:
     action: str
@@ -55,7 +58,7 @@ class Report:
                     out.append(f"{fid} is {'still applied' if st.state is State.APPLIED else st.state.value}")
                 continue
             if st.state not in OK_STATES and not will:
-                out.append(f"{fid} is {st.state.value}")
+                out.append(f"{fid} {_IS.get(st.state, 'is ' + st.state.value)}")
             out.extend(f"{fid}: probe {p['id']} failed" for p in st.probes if p["status"] == "failed")
             if strict:
                 out.extend(f"{fid} has a warning (--strict)" for _ in st.warnings[:1])
@@ -197,19 +200,21 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
 
 def revert(engine: str, opts: Options) -> Report:
     fams = families(engine, opts, every_family=True)
+    others = tuple(f for f in manifest.load_all(opts.patches, (engine,)) if f not in fams)
     install = locate(engine, fams, opts)
     if opts.dry_run:
-        return _revert_plan(install, fams, write.read_state(install), dry=True)
+        return _revert_plan(install, fams, others, write.read_state(install), dry=True)
     with write.locked(install, opts.lock_timeout):
         restored = write.recover(install, _forget(install))
-        report = _revert_plan(install, fams, write.read_state(install), dry=False)
+        report = _revert_plan(install, fams, others, write.read_state(install), dry=False)
         if restored:
             report.notes.append(f"rolled back an interrupted run: {', '.join(restored)}")
         write.tidy(install)  # nothing of ours left: no .kimi-patcher folder either
     return report
 
 
-def _revert_plan(install: Install, fams: tuple[Family, ...], records: dict, dry: bool) -> Report:
+def _revert_plan(install: Install, fams: tuple[Family, ...], others: tuple[Family, ...], records: dict,
+                 dry: bool) -> Report:
     statuses = assess(install, fams, records)
     report = Report("revert", install, statuses, dry_run=dry)
     undo = [s for s in statuses if s.variant and s.files
@@ -217,9 +222,10 @@ def _revert_plan(install: Install, fams: tuple[Family, ...], records: dict, dry:
             and FileState.APPLIED in s.files.values()]
     files = Files(install)
     changes = compose(undo, files, reverse=True)
-    # A file no remaining family touches must be byte-identical to the wheel's RECORD.
-    still = {fp.path for s in statuses if s not in undo and s.state is State.APPLIED and s.variant
-             for fp in s.family.patches[s.variant]}
+    # A file no remaining family touches must be byte-identical to the wheel's RECORD. The
+    # families left out by --only/--skip count: they may share a file with one reverted here.
+    kept = [s for s in statuses if s not in undo] + (assess(install, others, records) if others else [])
+    still = {fp.path for s in kept if s.state is State.APPLIED and s.variant for fp in s.family.patches[s.variant]}
     for rel, data in changes.items():
         if rel not in still and not install.pristine(rel, data):
             raise PatcherError(f"reverting {rel} would not give the published file",

@@ -218,16 +218,17 @@ def _shown(a: str, b: str) -> tuple[str, str]:
     return repr(a.strip()), repr(b.strip())
 
 
-def _failure(index: int, total: int, expected: int, old: tuple[str, ...], texts: list[str]) -> HunkFailed:
+def _failure(index: int, total: int, expected: int, old: tuple[str, ...], texts: list[str],
+             side: str) -> HunkFailed:
     same, k, line = _differing_line(old, texts, expected)
     if not old:
         exc = HunkFailed(index, total, expected + 1, "an insertion point inside the file", "<end of file>")
     elif line >= len(texts):
-        exc = HunkFailed(index, total, expected + 1, f"{_shown(old[k], '')[0]} (hunk line {k + 1})",
+        exc = HunkFailed(index, total, expected + 1, f"{_shown(old[k], '')[0]} (line {k + 1} of the hunk's {side} text)",
                          f"<end of file> (file line {line + 1})")
     else:
         want, got = _shown(old[k], texts[line])
-        exc = HunkFailed(index, total, expected + 1, f"{want} (hunk line {k + 1})", f"{got} (file line {line + 1})")
+        exc = HunkFailed(index, total, expected + 1, f"{want} (line {k + 1} of the hunk's {side} text)", f"{got} (file line {line + 1})")
     exc.matched = same  # state() reports the direction that came closest
     return exc
 
@@ -259,7 +260,7 @@ def _apply(lines: Text, hunks: tuple[Hunk, ...], reverse: bool) -> tuple[Text, i
         current = Text(tuple(texts), tuple(eols))
         at = locate(current, h.old, expected, lower, h.old_ends_without_newline, h.at_start, h.at_end)
         if at is None:
-            raise _failure(i, len(hunks), expected, h.old, texts)
+            raise _failure(i, len(hunks), expected, h.old, texts, 'new' if reverse else 'old')
         eol = _eol_for(eols, at)
         new_eols = [eol] * len(h.new)
         if new_eols and h.new_ends_without_newline:

@@ -42,7 +42,7 @@ def as_text(r: Report, strict: bool) -> list[str]:
     out = [f"{i.engine} {i.version} at {i.site}" + (f" (python: {i.python})" if i.python else "")]
     for s in r.statuses:
         variant = f" [{s.variant}]" if s.variant and s.state in (State.APPLIED, State.PENDING, State.LOST) else ""
-        untested = " (untested release)" if s.untested else ""
+        untested = " (untested release)" if s.untested and s.state is not State.UNKNOWN else ""
         out.append(f"  {_mark(s):4} {s.family.id}: {s.state.value}{untested}{variant}: {s.detail}")
         if s.state is State.APPLIED and _enable(s):
             out.append(f"       turn on: {_enable(s)}")
@@ -52,7 +52,7 @@ def as_text(r: Report, strict: bool) -> list[str]:
             extra = f": {p['detail']}" if p["detail"] else ""
             out.append(f"       probe {p['id']}: {p['status']}{extra}")
         if s.hint and s.state not in (State.APPLIED, State.UPSTREAM) and not (
-                r.action == "revert" and s.state is State.PENDING):  # pending is what revert is for
+                r.action == "revert" and s.state in (State.PENDING, State.UNKNOWN)):  # what revert is for
             out.append(f"       hint: {s.hint}")
     if r.action in verb:
         idle = "nothing" if r.reasons(strict) else "nothing (already in the wanted state)"
