@@ -137,8 +137,8 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for r in reports:
             for line in as_text(r, opts.strict):
                 print(line, file=out)
-    if code:  # a non-zero exit always says why, last
-        print(why, file=err if args.json else out)
+    if code and not args.json:  # a non-zero exit always says why, last (JSON: each report's "reasons")
+        print(why, file=out)
     return code
 
 

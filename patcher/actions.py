@@ -86,9 +86,9 @@ def locate(engine: str, fams: tuple[Family, ...], opts: Options) -> Install:
     except NotInstalled as exc:
         if opts.python is None and opts.site is None:
             raise
-        given = f"--python {opts.python}" if opts.python else f"--site {opts.site}"
+        flag = "--python" if opts.python else "--site"
         raise NotInstalled(exc.what, wanted=exc.wanted, found=exc.found,
-                           hint=f"install it there, or point {given.split()[0]} at the environment that has it") from None
+                           hint=f"install it there, or point {flag} at the environment that has it") from None
 
 
 def _edited(install: Install, statuses: list[Status]) -> None:
@@ -111,7 +111,7 @@ def _edited(install: Install, statuses: list[Status]) -> None:
                               f"'patcher revert' would {outcome.get(rel, 'refuse it')}; to start over: {fix}")
 
 
-def _refresh(records: dict, changes: dict[str, bytes], drop: set[str] = set()) -> dict:
+def _refresh(records: dict, changes: dict[str, bytes], drop: frozenset[str] = frozenset()) -> dict:
     """The state to write: every family still recorded gets the new hash of a file this run
     changed (families share files), so verify does not call our own edit a stranger's."""
     state = {}
@@ -236,7 +236,7 @@ def _revert_plan(install: Install, fams: tuple[Family, ...], others: tuple[Famil
     report.planned = [s.family.id for s in undo]
     if dry or not changes:
         return report
-    state = _refresh(records, changes, drop={s.family.id for s in undo})
+    state = _refresh(records, changes, drop=frozenset(s.family.id for s in undo))
     write.commit(install, changes, state, _forget(install))
     report.statuses = assess(install, fams, write.read_state(install))
     return report

@@ -199,7 +199,7 @@ def locate(lines: Text, want: tuple[str, ...], expected: int, lower: int,
 
 def _differing_line(old: tuple[str, ...], texts: list[str], expected: int) -> tuple[int, int, int]:
     """Where the hunk's text best lines up with the file near ``expected`` (most equal
-    lines, then nearest): (matching lines, first differing hunk line, its file line), 0-based."""
+    lines, then nearest): (matching lines, first differing hunk line, where it starts), 0-based."""
     best = (-1, 0, 0, expected)
     for at in range(max(expected - 200, 0), max(min(expected + 200, len(texts) - len(old) + 1), 1)):
         same = sum(1 for k, t in enumerate(old) if at + k < len(texts) and texts[at + k] == t)
@@ -208,7 +208,7 @@ def _differing_line(old: tuple[str, ...], texts: list[str], expected: int) -> tu
             diff = next((k for k, t in enumerate(old) if at + k >= len(texts) or texts[at + k] != t), 0)
             best = (same, -abs(at - expected), diff, at)
     same, _, diff, at = best
-    return max(same, 0), diff, at + diff
+    return max(same, 0), diff, at
 
 
 def _shown(a: str, b: str) -> tuple[str, str]:
@@ -220,15 +220,17 @@ def _shown(a: str, b: str) -> tuple[str, str]:
 
 def _failure(index: int, total: int, expected: int, old: tuple[str, ...], texts: list[str],
              side: str) -> HunkFailed:
-    same, k, line = _differing_line(old, texts, expected)
+    same, k, at = _differing_line(old, texts, expected)
+    line = at + k
     if not old:
         exc = HunkFailed(index, total, expected + 1, "an insertion point inside the file", "<end of file>")
-    elif line >= len(texts):
-        exc = HunkFailed(index, total, expected + 1, f"{_shown(old[k], '')[0]} (line {k + 1} of the hunk's {side} text)",
-                         f"<end of file> (file line {line + 1})")
+    elif same == len(old):  # every line is there, but not where the diff may use it
+        exc = HunkFailed(index, total, expected + 1, "its text after the previous hunk, its last line's newline "
+                         "as in the diff", f"the text at file line {at + 1}, where it cannot apply")
     else:
-        want, got = _shown(old[k], texts[line])
-        exc = HunkFailed(index, total, expected + 1, f"{want} (line {k + 1} of the hunk's {side} text)", f"{got} (file line {line + 1})")
+        want, got = _shown(old[k], texts[line]) if line < len(texts) else (repr(old[k].strip()), "<end of file>")
+        exc = HunkFailed(index, total, expected + 1, f"{want} (line {k + 1} of the hunk's {side} text)",
+                         f"{got} (file line {line + 1})")
     exc.matched = same  # state() reports the direction that came closest
     return exc
 
@@ -303,7 +305,7 @@ def state(lines: Text, hunks: tuple[Hunk, ...]) -> tuple[FileState, HunkFailed |
         backward = False
         # A file we patched and someone then edited fails backwards closer than forwards:
         # report the line that was edited, not the first pre-image line that is absent.
-        if first is not None and getattr(exc, "matched", 0) > getattr(first, "matched", 0):
+        if first is not None and exc.matched > first.matched:
             first = exc
     if forward is not None and (not backward or f_moved < r_moved):
         return FileState.PRISTINE, None
