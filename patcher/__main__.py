@@ -142,18 +142,29 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return code
 
 
+def _help_hint(parser: argparse.ArgumentParser, argv: list[str]) -> str:
+    """'patcher verify --help' (or 'patcher drafter check --help') for the command given."""
+    words, level = [], parser
+    for a in (a for a in argv if not a.startswith("-")):
+        subs = [x for x in level._actions if isinstance(x, argparse._SubParsersAction)]
+        if not subs or a not in subs[0].choices:
+            break
+        words.append(a)
+        level = subs[0].choices[a]
+    return f"'patcher {' '.join(words)} --help' lists the flags and their defaults" if words else ""
+
+
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     argv = sys.argv[1:] if argv is None else argv
+    parser = _parser()
     try:
-        args = _parser().parse_args(argv)
+        args = parser.parse_args(argv)
     except SystemExit as exc:  # --help and --version
         return int(exc.code or 0) and EXIT_USAGE
     except PatcherError as exc:
-        command = next((a for a in argv if not a.startswith("-")), "")
-        if command in ("apply", "verify", "revert", "list", "drafter"):
-            exc.hint = f"'patcher {command} --help' lists the flags and their defaults"
+        exc.hint = _help_hint(parser, argv) or exc.hint
         return _error(exc, err, False, out if "--json" in argv else None)
     if args.command == "drafter":
         from .detect import drafter_detect
