@@ -170,7 +170,8 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     stop = [s for s in statuses if s.state in (State.CONFLICT, State.BLOCKED)
             or (s.state is State.UNKNOWN and s not in todo)]
     if stop:
-        report.notes.append("nothing was written: " + ", ".join(f"{s.family.id} is {s.state.value}" for s in stop))
+        report.notes.append("nothing was written: " + ", ".join(
+            f"{s.family.id} {_IS.get(s.state, 'is ' + s.state.value)}" for s in stop))
         return report
     files = Files(install)
     changes = compose(todo, files)

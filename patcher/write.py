@@ -126,7 +126,8 @@ def _current(fd: int, install: Install, mode: int) -> bool:
     try:
         if mode == fcntl.LOCK_EX:
             home(install).mkdir(exist_ok=True)
-        new = os.open(path, os.O_RDWR | os.O_CREAT if mode == fcntl.LOCK_EX else os.O_RDONLY, 0o644)
+        flags = os.O_RDWR | os.O_CREAT if mode == fcntl.LOCK_EX else os.O_RDONLY
+        new = os.open(path, flags | os.O_NOFOLLOW, 0o644)
     except FileNotFoundError:
         return False  # tidied away again between mkdir and open: next round
     os.dup2(new, fd)
