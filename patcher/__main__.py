@@ -172,8 +172,11 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         return drafter_cli.run(args, out=out, err=err, detect=drafter_detect)
     try:
         if args.command == "list":
-            selection.scope(args.engine, tuple(args.only), tuple(args.skip), args.patches)
-            return catalogue.show(args, out)
+            fams = catalogue.families(args.engine, tuple(args.only), tuple(args.skip), args.patches)
+            text = (json.dumps({"catalogue": True, "families": catalogue.rows(fams)}, indent=1) if args.json
+                    else "\n".join(catalogue.lines(fams)))
+            print(text, file=out)
+            return 0
         return _run(args, out, err)
     except PatcherError as exc:
         return _error(exc, err, args.debug, out if args.json else None)

@@ -55,7 +55,7 @@ class Report:
             fid, will = st.family.id, self.dry_run and st.family.id in self.planned
             if self.action == "revert":  # success is "nothing of ours left"; pending is the goal
                 if st.variant and (st.state is State.CONFLICT or (st.state is State.APPLIED and not will)):
-                    out.append(f"{fid} is {'still applied' if st.state is State.APPLIED else st.state.value}")
+                    out.append(f"{fid} {'is still applied' if st.state is State.APPLIED else _IS[st.state]}")
                 continue
             if st.state not in OK_STATES and not will:
                 out.append(f"{fid} {_IS.get(st.state, 'is ' + st.state.value)}")

@@ -6,9 +6,8 @@ Upstream or refused entries split only for probes or reasons are shown as one ra
 
 from __future__ import annotations
 
-import argparse
-import json
-from typing import Any, TextIO
+from pathlib import Path
+from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -72,13 +71,7 @@ def lines(fams: list[Family]) -> list[str]:
     return out
 
 
-def show(args: argparse.Namespace, out: TextIO) -> int:
-    only, skip = tuple(args.only), tuple(args.skip)
-    fams = [f for e in selection.scope(args.engine, only, skip, args.patches)
-            for f in selection.families(e, only, skip, args.patches, every_family=True)]
-    if args.json:
-        print(json.dumps({"catalogue": True, "families": rows(fams)}, indent=1), file=out)
-    else:
-        for line in lines(fams):
-            print(line, file=out)
-    return 0
+def families(engine: str, only: tuple[str, ...], skip: tuple[str, ...], patches: Path) -> list[Family]:
+    """The families --engine / --only / --skip select, opt-in ones included."""
+    return [f for e in selection.scope(engine, only, skip, patches)
+            for f in selection.families(e, only, skip, patches, every_family=True)]

@@ -339,19 +339,20 @@ def test_item4_json_keeps_stdout_pure_and_gives_the_reasons(tmp_path):
 @pytest.mark.wheels
 def test_item5_old_release_is_refused_by_content_and_untested_is_said(tmp_path):
     site = install(tmp_path, "sglang", "0.4.10")
+    (k25,) = manifest.load_all(manifest.PATCHES, ("sglang",))[2:3]
     code, out, _ = cli("apply", "--engine", "sglang", "--site", site, "--no-probes", "--allow-untested")
     lines = out.splitlines()
-    assert code == 1
-    assert [ln.split(": ")[0] + ": " + ln.split(": ")[1] for ln in lines if ln.startswith("  ") and ": " in ln
-            and ln[2:6].strip() in ("ok", "NO", "??", "todo")] == [
-        "  ok   sglang/eagle3-drafter-keys: applied (untested release) [v1]",
-        "  ok   sglang/eagle3-loud-fc-skip: applied (untested release) [v1]",
-        "  NO   sglang/k25-aux-capture: refused",
-        "  ok   sglang/sm120-allreduce-fusion: applied (untested release) [v1]"]
-    assert "(judged by its files: 0.4.10 is older than every release we cover)" in lines[3]
-    assert lines[4] == "       hint: install sglang 0.5.10 or newer (VERSIONS.md: what each release gets)"
-    assert lines[-2:] == ["  applied: sglang/srt/layers/communicator.py, sglang/srt/models/llama_eagle3.py",
-                          "exit 1: sglang/k25-aux-capture is refused"]
+    assert code == 1 and lines[:6] == [
+        f"sglang 0.4.10 at {site}",
+        "  ok   sglang/eagle3-drafter-keys: applied (untested release) [v1]: variant v1 is in place",
+        "  ok   sglang/eagle3-loud-fc-skip: applied (untested release) [v1]: variant v1 is in place",
+        f"  NO   sglang/k25-aux-capture: refused: {k25.refused[0].reason}; use 0.5.10 or newer "
+        "(judged by its files: 0.4.10 is older than every release we cover)",
+        "       hint: install sglang 0.5.10 or newer (VERSIONS.md: what each release gets)",  # never --skip
+        "  ok   sglang/sm120-allreduce-fusion: applied (untested release) [v1]: variant v1 is in place"]
+    assert lines[6].startswith("       turn on: ") and lines[7].startswith("       warning: ")
+    assert lines[8:] == ["  applied: sglang/srt/layers/communicator.py, sglang/srt/models/llama_eagle3.py",
+                         "exit 1: sglang/k25-aux-capture is refused"]
 
 
 # --- item 8: one rule for dry runs ----------------------------------------------------
