@@ -293,7 +293,8 @@ def test_item3_conflict_names_the_line_that_differs(tmp_path, new, shown):
 @pytest.mark.wheels
 def test_item4_apply_that_writes_nothing_does_not_claim_the_wanted_state(tmp_path):
     site = install(tmp_path, "vllm", "0.10.2")
-    code, out, _ = cli("apply", "--engine", "vllm", "--site", site, "--no-probes")
+    code, out, _ = cli("apply", "--engine", "vllm", "--site", site, "--no-probes",
+                       "--only", "eagle3-target-whitelist", "--only", "mla-aux-capture")
     lines = out.splitlines()
     assert code == 1 and lines[-2:] == [
         "  applied: nothing", "exit 1: vllm/eagle3-target-whitelist is refused; vllm/mla-aux-capture is refused"]
@@ -339,8 +340,10 @@ def test_item4_json_keeps_stdout_pure_and_gives_the_reasons(tmp_path):
 @pytest.mark.wheels
 def test_item5_old_release_is_refused_by_content_and_untested_is_said(tmp_path):
     site = install(tmp_path, "sglang", "0.4.10")
-    (k25,) = manifest.load_all(manifest.PATCHES, ("sglang",))[2:3]
-    code, out, _ = cli("apply", "--engine", "sglang", "--site", site, "--no-probes", "--allow-untested")
+    k25 = next(f for f in manifest.load_all(manifest.PATCHES, ("sglang",)) if f.name == "k25-aux-capture")
+    four = [a for n in ("eagle3-drafter-keys", "eagle3-loud-fc-skip", "k25-aux-capture", "sm120-allreduce-fusion")
+            for a in ("--only", n)]
+    code, out, _ = cli("apply", "--engine", "sglang", "--site", site, "--no-probes", "--allow-untested", *four)
     lines = out.splitlines()
     assert code == 1 and lines[:6] == [
         f"sglang 0.4.10 at {site}",
