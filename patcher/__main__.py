@@ -9,45 +9,82 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from . import __version__, actions, manifest
+from . import __version__, actions, catalogue, manifest, selection
 from .errors import NotInstalled, PatcherError
 from .report import as_dict, as_text
 
 EXIT_USAGE = 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so a usage error is printed like every other
+    error (and as JSON on stdout with --json). Subparsers inherit the class."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise PatcherError(f"usage: {message}", hint="'patcher --help' lists the commands")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
+def _selection_flags(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--engine", choices=("vllm", "sglang", "all"), default="all",
+                   help=f"which engine's families to {what}: vllm, sglang or all (default: all; with 'all', "
+                        "engines that are not installed are left out)")
+    p.add_argument("--only", action="append", default=[], metavar="ID",
+                   help="only this family: 'sglang/<id>' or '<id>' for every engine that has it "
+                        "(repeatable; default: every family applied by default)")
+    p.add_argument("--skip", action="append", default=[], metavar="ID",
+                   help="leave this family out (repeatable; default: none); naming one family in both "
+                        "--only and --skip is an error")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout (default: text)")
+    p.add_argument("--debug", action="store_true", help="tracebacks on errors (default: off)")
+    p.add_argument("--patches", type=Path, default=manifest.PATCHES, help=argparse.SUPPRESS)
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="patcher", description="EAGLE-3 / Kimi-K2 and SM120 fusion patches "
-                                 "for installed vLLM and SGLang releases.")
+    ap = _Parser(prog="patcher", description="EAGLE-3 / Kimi-K2 and SM120 fusion patches "
+                 "for installed vLLM and SGLang releases.")
     ap.add_argument("--version", action="version", version=f"patcher {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--engine", choices=("vllm", "sglang", "all"), default="all")
-    common.add_argument("--python", help="interpreter of the environment to act on (default: this one)")
-    common.add_argument("--site", type=Path, help="site-packages directory to act on, without an interpreter")
-    common.add_argument("--only", action="append", default=[], metavar="ID", help="only this family (repeatable)")
-    common.add_argument("--skip", action="append", default=[], metavar="ID", help="not this family (repeatable)")
-    common.add_argument("--json", action="store_true", help="machine-readable report on stdout")
-    common.add_argument("--strict", action="store_true", help="anything short of fully patched is an error")
-    common.add_argument("--no-probes", action="store_true", help="skip the import-time probes")
-    common.add_argument("--probe-timeout", type=float, default=180.0, metavar="S")
-    common.add_argument("--debug", action="store_true", help="tracebacks on errors")
-    common.add_argument("--patches", type=Path, default=manifest.PATCHES, help=argparse.SUPPRESS)
     for name, helptext in (("apply", "apply every patch this release needs, all or nothing"),
                            ("verify", "read-only: the state of every family, with probes"),
-                           ("revert", "back to the published files (checked against RECORD)"),
-                           ("list", "families, variants and what applies here")):
-        p = sub.add_parser(name, parents=[common], help=helptext)
+                           ("revert", "back to the published files (checked against RECORD)")):
+        p = sub.add_parser(name, help=helptext, description=helptext)
+        _selection_flags(p, name)
+        where = p.add_mutually_exclusive_group()
+        where.add_argument("--python", metavar="PATH", help="interpreter of the environment to act on: the engine "
+                           "is located by it and probes run in it (default: the python running patcher)")
+        where.add_argument("--site", type=Path, metavar="DIR", help="a site-packages directory to act on, without "
+                           "an interpreter (probes run in this python with DIR first on sys.path; default: none)")
+        p.add_argument("--strict", action="store_true", help="also exit 1 on warnings, untested releases and "
+                       "probes that could not import (default: off)")
+        p.add_argument("--no-probes", action="store_true", help="skip the import-time probes (default: probes run)")
+        p.add_argument("--probe-timeout", type=_seconds, default=180.0, metavar="S",
+                       help="seconds the probes of one engine may take, > 0 (default: 180)")
         if name in ("apply", "revert"):
-            p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+            p.add_argument("--dry-run", action="store_true", help="print the plan and write nothing; exits "
+                           "as the real run would, before probes (default: off)")
         if name == "apply":
-            p.add_argument("--allow-untested", action="store_true",
-                           help="apply on a release no variant declares when its files match a variant exactly")
+            p.add_argument("--allow-untested", action="store_true", help="apply on a release no variant declares "
+                           "when its files match a variant's pre-image byte for byte (default: off)")
+    listing = sub.add_parser("list", help="the catalogue: every family, its variants and the releases each covers",
+                             description="The catalogue we ship, not this install: 'patcher verify' says what "
+                                         "an install gets.")
+    _selection_flags(listing, "list")
     from .drafter import cli as drafter_cli
 
     drafter_cli.add_parser(sub)
@@ -75,68 +112,74 @@ def _error(exc: PatcherError, err: TextIO, debug: bool, out: TextIO | None = Non
     return exc.exit_code
 
 
-def _list(args: argparse.Namespace, opts: actions.Options, out: TextIO) -> int:
-    rows: list[dict[str, Any]] = []
-    for fam in manifest.load_all(opts.patches):
-        if args.engine not in ("all", fam.engine):
-            continue
-        rows.append({"id": fam.id, "title": fam.title, "default": fam.default,
-                     "variants": {v.id: str(v.versions) for v in fam.variants},
-                     "upstream": [{"versions": str(u.versions), "since": u.since} for u in fam.upstream],
-                     "refused": [{"versions": str(r.versions), "use": r.use} for r in fam.refused]})
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    opts = _options(args)
+    scope = selection.scope(args.engine, opts.only, opts.skip, opts.patches)
+    action = {"apply": actions.apply, "verify": actions.verify, "revert": actions.revert}[args.command]
+    reports = []
+    for engine in scope:
+        try:
+            reports.append(action(engine, opts))
+        except NotInstalled:
+            if len(scope) == 1:
+                raise
+    if not reports:  # several engines in scope, none installed
+        given = "--python" if opts.python else "--site" if opts.site else None
+        raise NotInstalled(f"neither {' nor '.join(scope)} is installed",
+                           found=f"site: {opts.site}" if opts.site else f"python: {opts.python or sys.executable}",
+                           hint=f"point {given} at the environment that runs the engine" if given
+                           else "pass --python or --site for the engine's environment")
+    code = max(r.exit_code(opts.strict) for r in reports)
+    why = "exit 1: " + "; ".join(w for r in reports for w in r.reasons(opts.strict))
     if args.json:
-        print(json.dumps({"families": rows}, indent=1), file=out)
-        return 0
-    for r in rows:
-        print(f"{r['id']}: {r['title']}" + ("" if r["default"] else " (opt-in)"), file=out)
-        for vid, spec in r["variants"].items():
-            print(f"  variant {vid}: {spec}", file=out)
-        for u in r["upstream"]:
-            print(f"  upstream since {u['since']}: {u['versions']}", file=out)
-        for x in r["refused"]:
-            print(f"  refused {x['versions']} (use {x['use']})", file=out)
-    return 0
+        print(json.dumps([as_dict(r, opts.strict) for r in reports], indent=1), file=out)
+    else:
+        for r in reports:
+            for line in as_text(r, opts.strict):
+                print(line, file=out)
+    if code and not args.json:  # a non-zero exit always says why, last (JSON: each report's "reasons")
+        print(why, file=out)
+    return code
+
+
+def _help_hint(parser: argparse.ArgumentParser, argv: list[str]) -> str:
+    """'patcher verify --help' (or 'patcher drafter check --help') for the command given."""
+    words, level = [], parser
+    for a in (a for a in argv if not a.startswith("-")):
+        subs = [x for x in level._actions if isinstance(x, argparse._SubParsersAction)]
+        if not subs or a not in subs[0].choices:
+            break
+        words.append(a)
+        level = subs[0].choices[a]
+    return f"'patcher {' '.join(words)} --help' lists the flags and their defaults" if words else ""
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    argv = sys.argv[1:] if argv is None else argv
+    parser = _parser()
     try:
-        args = _parser().parse_args(argv)
-    except SystemExit as exc:  # argparse already printed usage
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help and --version
         return int(exc.code or 0) and EXIT_USAGE
+    except PatcherError as exc:
+        exc.hint = _help_hint(parser, argv) or exc.hint
+        return _error(exc, err, False, out if "--json" in argv else None)
     if args.command == "drafter":
         from .detect import drafter_detect
         from .drafter import cli as drafter_cli
         return drafter_cli.run(args, out=out, err=err, detect=drafter_detect)
-    opts = _options(args)
     try:
         if args.command == "list":
-            return _list(args, opts, out)
-        action = {"apply": actions.apply, "verify": actions.verify, "revert": actions.revert}[args.command]
-        reports, code = [], 0
-        for engine in manifest.ENGINES if args.engine == "all" else (args.engine,):
-            try:
-                report = action(engine, opts)
-            except NotInstalled:
-                if args.engine != "all":
-                    raise
-                continue  # --engine all: act on the engines that are installed
-            reports.append(report)
-            code = max(code, report.exit_code(opts.strict))
-        if not reports:
-            raise PatcherError("neither vllm nor sglang is installed",
-                               found=f"site: {opts.site}" if opts.site else f"python: {opts.python or sys.executable}",
-                               hint="pass --python or --site for the engine's environment")
+            fams = catalogue.families(args.engine, tuple(args.only), tuple(args.skip), args.patches)
+            text = (json.dumps({"catalogue": True, "families": catalogue.rows(fams)}, indent=1) if args.json
+                    else "\n".join(catalogue.lines(fams)))
+            print(text, file=out)
+            return 0
+        return _run(args, out, err)
     except PatcherError as exc:
         return _error(exc, err, args.debug, out if args.json else None)
-    if args.json:
-        print(json.dumps([as_dict(r, r.exit_code(opts.strict)) for r in reports], indent=1), file=out)
-    else:
-        for r in reports:
-            for line in as_text(r):
-                print(line, file=out)
-    return code
 
 
 if __name__ == "__main__":

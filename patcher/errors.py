@@ -47,6 +47,7 @@ class HunkFailed(PatcherError):
     """A hunk's context is not in the file at its place or any offset (we never fuzz)."""
 
     exit_code = 1
+    matched = 0  # hunk lines equal to the file where it lines up best: state() reports the closer direction
 
     def __init__(self, index: int, total: int, line: int, wanted: str, found: str) -> None:
         super().__init__(f"hunk {index}/{total} does not apply (line {line})", wanted=wanted, found=found)

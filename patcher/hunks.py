@@ -197,6 +197,44 @@ def locate(lines: Text, want: tuple[str, ...], expected: int, lower: int,
     return None
 
 
+def _differing_line(old: tuple[str, ...], texts: list[str], expected: int) -> tuple[int, int, int]:
+    """Where the hunk's text best lines up with the file near ``expected`` (most equal
+    lines, then nearest): (matching lines, first differing hunk line, where it starts), 0-based."""
+    best = (-1, 0, 0, expected)
+    for at in range(max(expected - 200, 0), max(min(expected + 200, len(texts) - len(old) + 1), 1)):
+        same = sum(1 for k, t in enumerate(old) if at + k < len(texts) and texts[at + k] == t)
+        key = (same, -abs(at - expected))
+        if key > best[:2]:
+            diff = next((k for k, t in enumerate(old) if at + k >= len(texts) or texts[at + k] != t), 0)
+            best = (same, -abs(at - expected), diff, at)
+    same, _, diff, at = best
+    return max(same, 0), diff, at
+
+
+def _shown(a: str, b: str) -> tuple[str, str]:
+    """Both texts, trimmed when the difference is visible, repr() in full when only spacing differs."""
+    if a.split() == b.split():
+        return repr(a), repr(b)
+    return repr(a.strip()), repr(b.strip())
+
+
+def _failure(index: int, total: int, expected: int, old: tuple[str, ...], texts: list[str],
+             side: str) -> HunkFailed:
+    same, k, at = _differing_line(old, texts, expected)
+    line = at + k
+    if not old:
+        exc = HunkFailed(index, total, expected + 1, "an insertion point inside the file", "<end of file>")
+    elif same == len(old):  # every line is there, but not where the diff may use it
+        exc = HunkFailed(index, total, expected + 1, "its text after the previous hunk, its last line's newline "
+                         "as in the diff", f"the text at file line {at + 1}, where it cannot apply")
+    else:
+        want, got = _shown(old[k], texts[line]) if line < len(texts) else (repr(old[k].strip()), "<end of file>")
+        exc = HunkFailed(index, total, expected + 1, f"{want} (line {k + 1} of the hunk's {side} text)",
+                         f"{got} (file line {line + 1})")
+    exc.matched = same  # state() reports the direction that came closest
+    return exc
+
+
 def _eol_for(eols: list[str], at: int) -> str:
     """Line ending of new lines: the one of the text they replace, else the nearest one."""
     for e in eols[at:]:
@@ -224,9 +262,7 @@ def _apply(lines: Text, hunks: tuple[Hunk, ...], reverse: bool) -> tuple[Text, i
         current = Text(tuple(texts), tuple(eols))
         at = locate(current, h.old, expected, lower, h.old_ends_without_newline, h.at_start, h.at_end)
         if at is None:
-            wanted = next((t for t in h.old if t.strip()), h.old[0] if h.old else "")
-            near = texts[expected] if 0 <= expected < len(texts) else "<end of file>"
-            raise HunkFailed(i, len(hunks), expected + 1, f"context {wanted!r}", f"{near!r}")
+            raise _failure(i, len(hunks), expected, h.old, texts, 'new' if reverse else 'old')
         eol = _eol_for(eols, at)
         new_eols = [eol] * len(h.new)
         if new_eols and h.new_ends_without_newline:
@@ -265,8 +301,12 @@ def state(lines: Text, hunks: tuple[Hunk, ...]) -> tuple[FileState, HunkFailed |
     try:
         _, r_moved = _apply(lines, hunks, True)
         backward = True
-    except HunkFailed:
+    except HunkFailed as exc:
         backward = False
+        # A file we patched and someone then edited fails backwards closer than forwards:
+        # report the line that was edited, not the first pre-image line that is absent.
+        if first is not None and exc.matched > first.matched:
+            first = exc
     if forward is not None and (not backward or f_moved < r_moved):
         return FileState.PRISTINE, None
     if backward:

@@ -68,6 +68,7 @@ class Upstream:
     ref: str
     evidence: tuple[Evidence, ...]
     id: str = "upstream"  # what probes' `when` names; distinct ids split an upstream range
+    covers: str = ""  # a sub-range that holds only part of the fix says which part, for the report
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ class Family:
     requires: tuple[Requirement, ...]
     probes: tuple[Probe, ...]
     newest: Version | None = None  # newest release in releases.txt: beyond it, content decides
+    oldest: Version | None = None  # oldest release in releases.txt: below it, only refusals by content
 
     @property
     def id(self) -> str:
@@ -199,12 +201,13 @@ class _Fields:
             raise ManifestError(f"{self.where}: unknown field '{extra[0]}'", hint="see patches/README.md")
 
 
-def _newest(engine_dir: Path) -> Version | None:
+def _covered(engine_dir: Path) -> tuple[Version | None, Version | None]:
+    """Oldest and newest release in releases.txt (None, None without one)."""
     path = engine_dir / "releases.txt"
     if not path.is_file():
-        return None
+        return None, None
     versions = [Version(ln.strip()) for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-    return max(versions, default=None)
+    return min(versions, default=None), max(versions, default=None)
 
 
 def _one_line(text: str) -> str:
@@ -242,7 +245,8 @@ def load(folder: Path) -> Family:
     for i, t in enumerate(top.get("upstream", list, [])):
         f = _Fields(f"{where} upstream[{i}]", t)
         upstream.append(Upstream(f.spec("versions"), f.get("since", str), f.get("ref", str),
-                                 _evidence(f.where, f.get("evidence", list)), f.get("id", str, "upstream")))
+                                 _evidence(f.where, f.get("evidence", list)), f.get("id", str, "upstream"),
+                                 _one_line(f.get("covers", str, ""))))
         f.done()
     for i, t in enumerate(top.get("refused", list, [])):
         f = _Fields(f"{where} refused[{i}]", t)
@@ -269,7 +273,8 @@ def load(folder: Path) -> Family:
         f.done()
     family = Family(engine, name, folder, top.get("title", str), top.get("why", str),
                     top.strings("refs", []), top.get("default", bool, True), tuple(variants),
-                    tuple(upstream), tuple(refused), tuple(requires), tuple(probes), _newest(folder.parent))
+                    tuple(upstream), tuple(refused), tuple(requires), tuple(probes),
+                    *reversed(_covered(folder.parent)))
     top.done()
     if len(ids) != len(variants):
         raise ManifestError(f"{where}: two variants share an id")

@@ -13,7 +13,7 @@ from enum import Enum
 from packaging.version import Version
 
 from . import hunks
-from .engines import Install
+from .engines import Install, sha256_record
 from .errors import PatcherError
 from .hunks import FileState
 from .manifest import Family, Refused, Upstream, Variant, contains
@@ -45,6 +45,7 @@ class Status:
     files: dict[str, FileState] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     probes: list[dict] = field(default_factory=list)
+    edited: list[str] = field(default_factory=list)  # files whose bytes differ from what apply wrote
 
 
 def decode(data: bytes) -> str:
@@ -68,6 +69,10 @@ class Files:
             data = self.install.read(rel) if rel in self.install.record else None
             self._cache[rel] = None if data is None else hunks.split(decode(data))
         return self._cache[rel]
+
+    def sha(self, rel: str) -> str | None:
+        lines = self.lines(rel)
+        return None if lines is None else sha256_record(encode(hunks.join(lines)))
 
     def text(self, rel: str) -> str | None:
         lines = self.lines(rel)
@@ -141,8 +146,8 @@ def _unknown(family: Family, files: Files, version: Version, record: dict | None
             in_place = in_place or st
     for up in family.upstream:
         if _evidence(files, up) is None:
-            return Status(family, State.UPSTREAM, f"fix present (in upstream since {up.since}, {up.ref}); "
-                          f"{version} itself is not in our matrix", untested=True, upstream_id=up.id)
+            return Status(family, State.UPSTREAM, f"fix present (in upstream since {up.since}, {up.ref}"
+                          f"{_covers(up)}); {version} itself is not in our matrix", untested=True, upstream_id=up.id)
     if in_place is not None:
         return in_place
     # Nearest: the variant with most hunks still finding their text, then the closest range,
@@ -193,19 +198,43 @@ def assess(install: Install, families: tuple[Family, ...], records: dict[str, di
                 st = Status(family, State.CONFLICT, f"{install.version} should carry the upstream fix "
                             f"({entry.ref}) but {failed}", hint="reinstall the engine; if it persists, file an issue")
             else:
-                st = Status(family, State.UPSTREAM, f"fixed upstream since {entry.since} ({entry.ref})",
+                st = Status(family, State.UPSTREAM, f"fixed upstream since {entry.since} ({entry.ref}{_covers(entry)})",
                             upstream_id=entry.id)
         elif isinstance(entry, Refused):
+            st = _refused(family, entry, install)
             failed = _evidence(files, entry)
-            detail = f"{entry.reason}; use {entry.use} or newer"
-            st = Status(family, State.REFUSED, detail, hint=f"upgrade to {entry.use}+, or --skip {family.id}")
             if failed:
                 st.warnings.append(f"the refusal's evidence does not hold here: {failed}")
         else:
-            st = _unknown(family, files, install.version, record)
+            st = _older(family, files, install) or _unknown(family, files, install.version, record)
+        if st.state is State.APPLIED and record is not None and record.get("variant") == st.variant:
+            st.edited = [rel for rel, sha in sorted(record.get("files", {}).items()) if files.sha(rel) != sha]
         _preconditions(st, install)
         out.append(st)
     return out
+
+
+def _covers(entry: Upstream) -> str:
+    return f"; {entry.covers}" if entry.covers else ""
+
+
+def _refused(family: Family, entry: Refused, install: Install) -> Status:
+    # Never "--skip" as the way out: skipping hides the problem, the server still fails.
+    return Status(family, State.REFUSED, f"{entry.reason}; use {entry.use} or newer",
+                  hint=f"install {install.engine} {entry.use} or newer (VERSIONS.md: what each release gets)")
+
+
+def _older(family: Family, files: Files, install: Install) -> Status | None:
+    """A release older than every one we cover is refused when a refusal's evidence holds on
+    its files (the feature provably cannot work there), as a covered release would be."""
+    if family.oldest is None or install.version >= family.oldest:
+        return None
+    for entry in family.refused:
+        if entry.evidence and _evidence(files, entry) is None:
+            st = _refused(family, entry, install)
+            st.detail += f" (judged by its files: {install.version} is older than every release we cover)"
+            return st
+    return None
 
 
 def _preconditions(st: Status, install: Install) -> None:

@@ -16,11 +16,17 @@ def _enable(s) -> str:
     return next((v.enable for v in s.family.variants if v.id == s.variant), "") if s.variant else ""
 
 
-def as_dict(r: Report, code: int) -> dict[str, Any]:
+def _mark(s) -> str:
+    # A family whose probe failed is not "ok", whatever its files say.
+    return "FAIL" if any(p["status"] == "failed" for p in s.probes) else _MARK[s.state]
+
+
+def as_dict(r: Report, strict: bool) -> dict[str, Any]:
     i = r.install
     return {
         "action": r.action, "dry_run": r.dry_run, "engine": i.engine, "version": str(i.version),
-        "site": str(i.site), "python": i.python, "changed": r.changed, "notes": r.notes, "exit": code,
+        "site": str(i.site), "python": i.python, "changed": r.changed, "notes": r.notes,
+        "exit": r.exit_code(strict), "reasons": r.reasons(strict),
         "families": [{
             "id": s.family.id, "title": s.family.title, "state": s.state.value, "variant": s.variant,
             "detail": s.detail, "hint": s.hint, "untested": s.untested, "warnings": s.warnings,
@@ -29,13 +35,15 @@ def as_dict(r: Report, code: int) -> dict[str, Any]:
     }
 
 
-def as_text(r: Report) -> list[str]:
+def as_text(r: Report, strict: bool) -> list[str]:
+    """The report, without the closing exit line (the CLI prints one for all engines)."""
     i = r.install
     verb = {"apply": "would apply" if r.dry_run else "applied", "revert": "would revert" if r.dry_run else "reverted"}
     out = [f"{i.engine} {i.version} at {i.site}" + (f" (python: {i.python})" if i.python else "")]
     for s in r.statuses:
         variant = f" [{s.variant}]" if s.variant and s.state in (State.APPLIED, State.PENDING, State.LOST) else ""
-        out.append(f"  {_MARK[s.state]:4} {s.family.id}: {s.state.value}{variant}: {s.detail}")
+        untested = " (untested release)" if s.untested and s.state is not State.UNKNOWN else ""
+        out.append(f"  {_mark(s):4} {s.family.id}: {s.state.value}{untested}{variant}: {s.detail}")
         if s.state is State.APPLIED and _enable(s):
             out.append(f"       turn on: {_enable(s)}")
         for w in s.warnings:
@@ -44,10 +52,10 @@ def as_text(r: Report) -> list[str]:
             extra = f": {p['detail']}" if p["detail"] else ""
             out.append(f"       probe {p['id']}: {p['status']}{extra}")
         if s.hint and s.state not in (State.APPLIED, State.UPSTREAM) and not (
-                r.action == "revert" and s.state is State.PENDING):  # pending is what revert is for
+                r.action == "revert" and s.state in (State.PENDING, State.UNKNOWN)):  # what revert is for
             out.append(f"       hint: {s.hint}")
     if r.action in verb:
-        files = ", ".join(r.changed) if r.changed else "nothing (already in the wanted state)"
-        out.append(f"  {verb[r.action]}: {files}")
+        idle = "nothing" if r.reasons(strict) else "nothing (already in the wanted state)"
+        out.append(f"  {verb[r.action]}: {', '.join(r.changed) if r.changed else idle}")
     out.extend(f"  note: {n}" for n in r.notes)
     return out

@@ -101,12 +101,50 @@ def _flock(fd: int, mode: int, install: Install, timeout: float) -> None:
     while True:
         try:
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
-            return
+            if _current(fd, install, mode):
+                return
         except BlockingIOError:
             if time.monotonic() > deadline:
                 raise LockBusy(f"another patcher run holds {install.engine}'s lock",
                                found=str(home(install)), hint="wait for it to finish") from None
             time.sleep(0.05)
+
+
+def _current(fd: int, install: Install, mode: int) -> bool:
+    """Whether ``fd`` still is the lock file. tidy() removes it after a full revert; a run that
+    was waiting on the removed file must not count it as the lock: it re-opens the lock
+    file in place of ``fd`` (dup2, so the caller's fd stays valid) and tries again."""
+    path = home(install) / f"{install.engine}.lock"
+    try:
+        st = os.stat(path, follow_symlinks=False)
+        held = os.fstat(fd)
+        if (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino):
+            return True
+    except FileNotFoundError:
+        if mode == fcntl.LOCK_SH:
+            return True  # nothing of ours is left: a reader has nothing to wait for
+    try:
+        if mode == fcntl.LOCK_EX:
+            home(install).mkdir(exist_ok=True)
+        flags = os.O_RDWR | os.O_CREAT if mode == fcntl.LOCK_EX else os.O_RDONLY
+        new = os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    except FileNotFoundError:
+        return False  # tidied away again between mkdir and open: next round
+    os.dup2(new, fd)
+    os.close(new)
+    return False
+
+
+def tidy(install: Install) -> None:
+    """After a full revert, remove our folder when nothing of ours is left in it (no state,
+    no journal; the other engine's files keep it). Call with the lock held, last: runs
+    waiting on the lock notice its file was removed (_current) and lock a new one."""
+    if read_state(install) or _txn(install).exists():
+        return
+    _state_file(install).unlink(missing_ok=True)
+    (home(install) / f"{install.engine}.lock").unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        home(install).rmdir()
 
 
 @contextlib.contextmanager

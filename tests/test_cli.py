@@ -1,47 +1,210 @@
-"""The CLI through main(argv): exit codes and the exact error lines."""
+"""The CLI through main(argv): exact lines and exit codes, on real published releases.
+
+Each test named after an item of issue #11 failed on the code before that fix.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
+import os
 import shutil
+import stat
+import threading
+from pathlib import Path
 
 import pytest
 
+from patcher import engines, manifest, write
 from patcher.__main__ import main
 from patcher.maintainer import wheels
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = "#!/bin/sh\necho hello\n"
 
 
 def cli(*argv):
     out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), out=out, err=err)
+    code = main([str(a) for a in argv], out=out, err=err)
     return code, out.getvalue(), err.getvalue()
 
 
+def install(tmp_path: Path, engine: str, version: str) -> Path:
+    """A site-packages holding the release's dist-info and every file our families read:
+    the same answers as the full tree, in a fraction of the copying."""
+    tree, site = wheels.tree(engine, version), tmp_path / f"{engine}-{version}"
+    dist = next(tree.glob(f"{engine}-*.dist-info"))
+    shutil.copytree(dist, site / dist.name)
+    rels = {"__init__.py"}
+    for fam in manifest.load_all(manifest.PATCHES, (engine,)):
+        for v in fam.variants:
+            rels |= {fp.path.split("/", 1)[1] for fp in fam.patches[v.id]}
+        rels |= {ev.file.split("/", 1)[1] for e in (*fam.upstream, *fam.refused) for ev in e.evidence}
+    for rel in rels:
+        src = tree / engine / rel
+        if src.is_file():
+            (site / engine / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, site / engine / rel)
+    return site
+
+
+# --- usage and environment errors -------------------------------------------------------
+
 def test_engine_not_installed_is_exit_2_with_wanted_found_hint(tmp_path):
-    code, out, err = cli("verify", "--engine", "vllm", "--site", str(tmp_path))
+    code, out, err = cli("verify", "--engine", "vllm", "--site", tmp_path)
     assert code == 2 and out == ""
     assert err.splitlines() == [
         "error: vllm is not installed",
         "  wanted: a vllm distribution",
         f"  found:  none (site: {tmp_path})",
-        "  hint:   install it first, or pass --python / --site for the right environment",
+        "  hint:   install it there, or point --site at the environment that has it",  # item 9: --site was passed
     ]
 
 
 def test_missing_site_dir_is_exit_2(tmp_path):
-    code, _, err = cli("verify", "--engine", "vllm", "--site", str(tmp_path / "nope"))
+    code, _, err = cli("verify", "--engine", "vllm", "--site", tmp_path / "nope")
     assert code == 2 and err.startswith(f"error: {tmp_path / 'nope'} is not a directory")
 
 
 def test_unknown_family_is_exit_2():
-    code, _, err = cli("apply", "--only", "nope", "--site", str(wheels.tree("sglang", "0.5.9")), "--engine", "sglang")
-    assert code == 2 and err.splitlines()[0] == "error: no patch family 'nope'"
+    code, _, err = cli("apply", "--only", "nope", "--engine", "sglang")
+    assert code == 2 and err.splitlines()[:3] == [
+        "error: --only nope: no such patch family", "  wanted: an id from 'patcher list'", "  found:  nope"]
 
 
-def test_bad_flag_is_exit_2():
-    code, _, _ = cli("verify", "--frobnicate")
+# --- item 6: selections ---------------------------------------------------------------
+
+@pytest.mark.wheels
+def test_item6_bare_id_resolves_across_engines(tmp_path):
+    site = install(tmp_path, "sglang", "0.5.5")
+    code, out, _ = cli("verify", "--only", "k25-aux-capture", "--site", site, "--no-probes")
+    assert code == 0 and out.splitlines()[1].startswith("  ok   sglang/k25-aux-capture: upstream: ")
+
+
+@pytest.mark.wheels
+def test_item6_only_of_an_engine_not_installed_is_an_error(tmp_path):
+    site = install(tmp_path, "sglang", "0.5.9")
+    code, out, err = cli("verify", "--only", "vllm/mla-aux-capture", "--site", site, "--no-probes")
+    assert code == 2 and out == "" and err.splitlines()[0] == "error: vllm is not installed"
+
+
+def test_item6_only_and_skip_of_one_family_is_a_usage_error():
+    code, out, err = cli("verify", "--only", "sglang/k25-aux-capture", "--skip", "k25-aux-capture", "--json")
+    assert code == 2 and json.loads(out)["exit"] == 2
+    assert err.splitlines() == ["error: --only and --skip both name sglang/k25-aux-capture",
+                                "  wanted: each family in at most one of them",
+                                "  hint:   --only already leaves out every family it does not name"]
+
+
+def test_item6_only_of_another_engine_than_engine_is_a_usage_error():
+    code, _, err = cli("verify", "--engine", "sglang", "--only", "vllm/mla-aux-capture")
+    assert code == 2 and err.splitlines() == [
+        "error: --only vllm/mla-aux-capture selects nothing with --engine sglang",
+        "  wanted: a sglang family", "  found:  vllm/mla-aux-capture",
+        "  hint:   drop --engine sglang, or name a sglang family"]
+
+
+# --- item 7: --json on every exit 2 ----------------------------------------------------
+
+@pytest.mark.parametrize("argv, what", [
+    (("verify", "--engine", "foo", "--json"),
+     "usage: argument --engine: invalid choice: 'foo' (choose from 'vllm', 'sglang', 'all')"),
+    (("verify", "--frobnicate", "--json"), "usage: unrecognized arguments: --frobnicate"),
+])
+def test_item7_usage_errors_are_json_on_stdout(argv, what):
+    code, out, err = cli(*argv)
     assert code == 2
+    assert json.loads(out) == {"error": {"what": what, "wanted": "", "found": "",
+                                         "hint": "'patcher verify --help' lists the flags and their defaults"},
+                               "exit": 2}
+    assert err.splitlines()[0] == f"error: {what}"
+
+
+# --- item 11: every flag has help, default and validation ------------------------------
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "soon"])
+def test_item11_probe_timeout_is_validated(value):
+    code, _, err = cli("verify", "--probe-timeout", value)
+    assert code == 2 and err.splitlines()[0].startswith("error: usage: argument --probe-timeout: ")
+
+
+@pytest.mark.parametrize("command", ["apply", "verify", "revert", "list"])
+def test_item11_every_flag_has_help_and_a_default(command, capsys):
+    assert main([command, "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    flags = {"apply": ["--engine", "--only", "--skip", "--json", "--debug", "--python", "--site", "--strict",
+                       "--no-probes", "--probe-timeout", "--dry-run", "--allow-untested"],
+             "verify": ["--engine", "--only", "--skip", "--json", "--debug", "--python", "--site", "--strict",
+                        "--no-probes", "--probe-timeout"],
+             "revert": ["--engine", "--only", "--skip", "--json", "--debug", "--python", "--site", "--strict",
+                        "--no-probes", "--probe-timeout", "--dry-run"],
+             "list": ["--engine", "--only", "--skip", "--json", "--debug"]}[command]
+    options = text.split("options:")[1]
+    for flag in flags:
+        after = options.split(flag, 1)[1]
+        assert "default: " in after.split(" --", 1)[0], f"{command} {flag} shows no default"
+    assert "(default: all;" in options and "(default: 180)" in options or command == "list"
+
+
+# --- item 9: --python ------------------------------------------------------------------
+
+def test_item9_python_that_is_a_shell_script(tmp_path):
+    script = tmp_path / "python"
+    script.write_text(SCRIPT)
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    code, out, err = cli("verify", "--engine", "sglang", "--python", script)
+    assert code == 2 and out == ""
+    assert err.splitlines() == [
+        f"error: --python {script} is not a Python interpreter",
+        "  wanted: a Python 3 interpreter",
+        "  found:  exit status 0, printed 'hello'",
+        "  hint:   pass the python of the environment that runs the engine (e.g. .engine/bin/python)"]
+
+
+def test_item9_python_that_fails():
+    code, _, err = cli("verify", "--engine", "sglang", "--python", "/bin/false")
+    assert code == 2 and err.splitlines()[:3] == [
+        "error: --python /bin/false is not a Python interpreter", "  wanted: a Python 3 interpreter",
+        "  found:  exit status 1, no output"]
+
+
+def test_item9_python_and_site_together_is_a_usage_error(tmp_path):
+    code, _, err = cli("verify", "--python", "/bin/false", "--site", tmp_path)
+    assert code == 2
+    assert err.splitlines()[0] == "error: usage: argument --site: not allowed with argument --python"
+
+
+def test_item9_neither_engine_hint_names_the_flag_given(tmp_path):
+    code, _, err = cli("verify", "--site", tmp_path)
+    assert code == 2 and err.splitlines() == [
+        "error: neither vllm nor sglang is installed", f"  found:  site: {tmp_path}",
+        "  hint:   point --site at the environment that runs the engine"]
+
+
+# --- item 10: list is the catalogue ----------------------------------------------------
+
+def test_item10_list_says_it_is_the_catalogue_and_merges_sub_ranges():
+    code, out, _ = cli("list", "--only", "vllm/eagle3-drafter-keys", "--only", "sglang/k25-aux-capture")
+    assert code == 0 and out.splitlines() == [
+        "the catalogue (what an install gets: 'patcher verify')",
+        "vllm/eagle3-drafter-keys: vLLM EAGLE-3 drafter loader accepts both midlayer.* and layers.0.* keys",
+        "  upstream since 0.9.0: >=0.9.0",
+        "sglang/k25-aux-capture: SGLang Kimi-K2.5 wrapper forwards the EAGLE-3 hooks to its DeepSeek-V3 "
+        "language model",
+        "  variant v1: ==0.5.9",
+        "  upstream since 0.5.10: >=0.5.10",
+        "  upstream since 0.5.4.post2: <0.5.9,>=0.5.4.post2 (Kimi-K2 targets only: this release has no "
+        "kimi_k25.py; Kimi-K2.5 needs 0.5.9 with this patch, or 0.5.10+)",
+        "  refused <0.5.4.post2,>=0.5.1 (use 0.5.10)",
+    ]
+
+
+@pytest.mark.parametrize("flag", [("--python", "python3"), ("--site", "/tmp"), ("--strict",), ("--no-probes",),
+                                  ("--probe-timeout", "5")])
+def test_item10_list_refuses_flags_it_would_ignore(flag):
+    code, _, err = cli("list", *flag)
+    assert code == 2 and err.splitlines()[0] == f"error: usage: unrecognized arguments: {' '.join(flag)}"
 
 
 def test_list_json_names_every_family():
@@ -50,30 +213,209 @@ def test_list_json_names_every_family():
     assert code == 0 and "sglang/eagle3-drafter-keys" in ids and "vllm/eagle3-target-whitelist" in ids
 
 
+# --- item 1: a sub-range says what it covers -------------------------------------------
+
 @pytest.mark.wheels
-def test_dry_run_writes_nothing_and_prints_the_plan(tmp_path):
-    site = tmp_path / "site"
-    shutil.copytree(wheels.tree("sglang", "0.5.9"), site)
-    before = {p: p.read_bytes() for p in site.rglob("*.py")}
-    code, out, _ = cli("apply", "--engine", "sglang", "--site", str(site), "--dry-run", "--no-probes")
-    assert code == 0 and "would apply: " in out and "sglang/srt/models/llama_eagle3.py" in out
-    assert {p: p.read_bytes() for p in site.rglob("*.py")} == before
+def test_item1_upstream_sub_range_says_what_it_covers(tmp_path):
+    site = install(tmp_path, "sglang", "0.5.5")
+    code, out, _ = cli("verify", "--engine", "sglang", "--site", site, "--only", "k25-aux-capture", "--no-probes")
+    assert code == 0 and out.splitlines() == [
+        f"sglang 0.5.5 at {site}",
+        "  ok   sglang/k25-aux-capture: upstream: fixed upstream since 0.5.4.post2 (sgl-project/sglang#12319; "
+        "Kimi-K2 targets only: this release has no kimi_k25.py; Kimi-K2.5 needs 0.5.9 with this patch, or 0.5.10+)"]
+
+
+# --- item 2: a file we patched, edited afterwards -------------------------------------
+
+@pytest.mark.wheels
+def test_item2_edit_after_apply_is_a_warning_that_says_what_revert_does(tmp_path):
+    site = install(tmp_path, "sglang", "0.5.9")
+    sel = ("--engine", "sglang", "--site", site, "--no-probes", "--only", "eagle3-drafter-keys")
+    assert cli("apply", *sel)[0] == 0
+    with open(site / "sglang/srt/models/llama_eagle3.py", "a") as f:
+        f.write("# a local tweak\n")
+    warning = ("       warning: sglang/srt/models/llama_eagle3.py changed since apply (our hunks are intact, other "
+               "lines differ); 'patcher revert' would refuse it (undoing our hunks would not give the published "
+               "file); to start over: pip install --force-reinstall --no-deps sglang==0.5.9")
+    code, out, _ = cli("verify", *sel)
+    assert code == 0 and out.splitlines()[1:] == [
+        "  ok   sglang/eagle3-drafter-keys: applied [v1]: variant v1 is in place", warning]
+    code, out, _ = cli("verify", *sel, "--strict")
+    assert code == 1 and out.splitlines()[-1] == "exit 1: sglang/eagle3-drafter-keys has a warning (--strict)"
+    assert cli("revert", *sel)[0] == 2  # what the warning said
+
+
+@pytest.mark.wheels
+def test_item2_families_sharing_a_file_applied_one_by_one_are_not_edits(tmp_path):
+    site = install(tmp_path, "sglang", "0.5.9")
+    base = ("--engine", "sglang", "--site", site, "--no-probes")
+    assert cli("apply", *base, "--only", "eagle3-drafter-keys")[0] == 0
+    assert cli("apply", *base, "--only", "eagle3-loud-fc-skip")[0] == 0  # the same llama_eagle3.py
+    code, out, _ = cli("verify", *base, "--only", "eagle3-drafter-keys", "--only", "eagle3-loud-fc-skip", "--strict")
+    assert code == 0 and "warning" not in out
+    assert cli("revert", *base, "--only", "eagle3-loud-fc-skip")[0] == 0
+    code, out, _ = cli("verify", *base, "--only", "eagle3-drafter-keys", "--strict")
+    assert code == 0 and "warning" not in out
+
+
+# --- item 3: the line that differs ----------------------------------------------------
+
+def _edit(path: Path, old: str, new: str) -> int:
+    lines = path.read_text().split("\n")
+    at = lines.index(old)
+    lines[at] = new
+    path.write_text("\n".join(lines))
+    return at + 1
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("new, shown", [
+    ('            "deepseek_v33",', "'\"deepseek_v3\",' (line 5 of the hunk's new text), found '\"deepseek_v33\",'"),
+    ('            "deepseek_v3",  ', "'            \"deepseek_v3\",' (line 5 of the hunk's new text), "
+                                    "found '            \"deepseek_v3\",  '"),
+])
+def test_item3_conflict_names_the_line_that_differs(tmp_path, new, shown):
+    site = install(tmp_path, "vllm", "0.16.0")
+    sel = ("--engine", "vllm", "--site", site, "--no-probes", "--only", "eagle3-target-whitelist")
+    assert cli("apply", *sel)[0] == 0
+    line = _edit(site / "vllm/config/speculative.py", '            "deepseek_v3",', new)
+    code, out, _ = cli("verify", *sel)
+    assert code == 1 and out.splitlines()[1:] == [
+        "  NO   vllm/eagle3-target-whitelist: conflict: files are neither published nor ours: "
+        f"vllm/config/speculative.py: hunk 1/1 does not apply (line 694); wanted {shown} (file line {line})",
+        "       hint: someone edited them; reinstall the engine (pip install --force-reinstall --no-deps) and "
+        "apply again",
+        "exit 1: vllm/eagle3-target-whitelist is in conflict"]
+
+
+# --- item 4: a non-zero exit says why, last --------------------------------------------
+
+@pytest.mark.wheels
+def test_item4_apply_that_writes_nothing_does_not_claim_the_wanted_state(tmp_path):
+    site = install(tmp_path, "vllm", "0.10.2")
+    code, out, _ = cli("apply", "--engine", "vllm", "--site", site, "--no-probes",
+                       "--only", "eagle3-target-whitelist", "--only", "mla-aux-capture")
+    lines = out.splitlines()
+    assert code == 1 and lines[-2:] == [
+        "  applied: nothing", "exit 1: vllm/eagle3-target-whitelist is refused; vllm/mla-aux-capture is refused"]
+    # item 5: the way out is a release, never --skip
+    assert [ln for ln in lines if "hint:" in ln] == [
+        "       hint: install vllm 0.11.1 or newer (VERSIONS.md: what each release gets)"] * 2
+
+
+@pytest.mark.wheels
+def test_item4_strict_says_why_when_every_line_is_ok():
+    site = wheels.tree("sglang", "0.5.5")  # the whole release: the probe imports the engine (read-only)
+    code, out, _ = cli("verify", "--engine", "sglang", "--site", site, "--only", "k25-aux-capture", "--strict")
+    lines = out.splitlines()
+    assert code == 1 and lines[1].startswith("  ok   sglang/k25-aux-capture: upstream:")
+    assert lines[2].startswith("       probe k2-capture-reaches-decoder: not importable: ")
+    assert lines[3:] == ["exit 1: sglang/k25-aux-capture: probe k2-capture-reaches-decoder not importable (--strict)"]
+
+
+@pytest.mark.wheels
+def test_item4_a_failed_probe_is_not_ok():
+    site = wheels.tree("sglang", "0.5.5")
+    code, out, _ = cli("verify", "--engine", "sglang", "--site", site, "--only", "k25-aux-capture",
+                       "--probe-timeout", "0.001")
+    lines = out.splitlines()
+    assert code == 1 and lines[1].startswith("  FAIL sglang/k25-aux-capture: upstream:")
+    assert lines[2].startswith("       probe k2-capture-reaches-decoder: failed: ")
+    assert lines[3:] == ["exit 1: sglang/k25-aux-capture: probe k2-capture-reaches-decoder failed"]
+
+
+@pytest.mark.wheels
+def test_item4_json_keeps_stdout_pure_and_gives_the_reasons(tmp_path):
+    site = install(tmp_path, "sglang", "0.5.9")
+    code, out, err = cli("verify", "--engine", "sglang", "--site", site, "--json", "--no-probes",
+                         "--only", "k25-aux-capture")
+    (report,) = json.loads(out)
+    assert code == 1 and report["exit"] == 1 and report["reasons"] == ["sglang/k25-aux-capture is pending"]
+    assert err == ""  # stdout is the JSON, and it says why
+    assert not (site / ".kimi-patcher").exists()  # verify is read-only
+
+
+# --- item 5: older than the covered range ---------------------------------------------
+
+@pytest.mark.wheels
+def test_item5_old_release_is_refused_by_content_and_untested_is_said(tmp_path):
+    site = install(tmp_path, "sglang", "0.4.10")
+    k25 = next(f for f in manifest.load_all(manifest.PATCHES, ("sglang",)) if f.name == "k25-aux-capture")
+    four = [a for n in ("eagle3-drafter-keys", "eagle3-loud-fc-skip", "k25-aux-capture", "sm120-allreduce-fusion")
+            for a in ("--only", n)]
+    code, out, _ = cli("apply", "--engine", "sglang", "--site", site, "--no-probes", "--allow-untested", *four)
+    lines = out.splitlines()
+    assert code == 1 and lines[:6] == [
+        f"sglang 0.4.10 at {site}",
+        "  ok   sglang/eagle3-drafter-keys: applied (untested release) [v1]: variant v1 is in place",
+        "  ok   sglang/eagle3-loud-fc-skip: applied (untested release) [v1]: variant v1 is in place",
+        f"  NO   sglang/k25-aux-capture: refused: {k25.refused[0].reason}; use 0.5.10 or newer "
+        "(judged by its files: 0.4.10 is older than every release we cover)",
+        "       hint: install sglang 0.5.10 or newer (VERSIONS.md: what each release gets)",  # never --skip
+        "  ok   sglang/sm120-allreduce-fusion: applied (untested release) [v1]: variant v1 is in place"]
+    assert lines[6].startswith("       turn on: ") and lines[7].startswith("       warning: ")
+    assert lines[8:] == ["  applied: sglang/srt/layers/communicator.py, sglang/srt/models/llama_eagle3.py",
+                         "exit 1: sglang/k25-aux-capture is refused"]
+
+
+# --- item 8: one rule for dry runs ----------------------------------------------------
+
+@pytest.mark.wheels
+def test_item8_dry_runs_exit_as_the_real_run_would(tmp_path):
+    site = install(tmp_path, "sglang", "0.5.9")
+    sel = ("--engine", "sglang", "--site", site, "--no-probes", "--only", "k25-aux-capture")
+    assert cli("apply", *sel, "--dry-run")[:2] == (0, f"sglang 0.5.9 at {site}\n  todo sglang/k25-aux-capture: "
+                                                   "pending [v1]: variant v1 is not applied yet\n       hint: run "
+                                                   "'patcher apply'\n  would apply: sglang/srt/models/kimi_k25.py\n")
+    assert cli("apply", *sel)[0] == 0
+    code, out, _ = cli("revert", *sel, "--dry-run")
+    assert code == 0 and out.splitlines()[-1] == "  would revert: sglang/srt/models/kimi_k25.py"
+    assert cli("revert", *sel)[0] == 0
+
+
+# --- item 13: nothing of ours left after a full revert --------------------------------
+
+def test_item13_engine_folder_is_ignored():
+    assert ".engine/" in (ROOT / ".gitignore").read_text().split()
+
+
+@pytest.mark.wheels
+def test_item13_full_revert_removes_our_folder_partial_keeps_it(tmp_path):
+    site = install(tmp_path, "sglang", "0.5.9")
+    base = ("--engine", "sglang", "--site", site, "--no-probes")
+    assert cli("apply", *base)[0] == 0
+    assert cli("revert", *base, "--only", "k25-aux-capture")[0] == 0
+    assert (site / ".kimi-patcher" / "sglang.json").is_file()  # the other families are still ours
+    assert cli("revert", *base)[0] == 0
     assert not (site / ".kimi-patcher").exists()
+    assert cli("verify", *base)[0] == 1  # pending again, and nothing created by looking
 
 
 @pytest.mark.wheels
-def test_verify_is_read_only_and_reports_pending(tmp_path):
-    site = tmp_path / "site"
-    shutil.copytree(wheels.tree("sglang", "0.5.9"), site)
-    code, out, err = cli("verify", "--engine", "sglang", "--site", str(site), "--json")
-    report = json.loads(out)
-    assert code == 1 and err == ""
-    assert {f["id"]: f["state"] for f in report[0]["families"]}["sglang/eagle3-drafter-keys"] == "pending"
-    assert not (site / ".kimi-patcher").exists()
+def test_item13_a_run_waiting_on_the_removed_lock_locks_the_new_one(tmp_path):
+    site = install(tmp_path, "sglang", "0.5.9")
+    inst = engines.find("sglang", site=site)
+    got: list[str] = []
 
+    def second_run():
+        with write.locked(inst, timeout=30):
+            # The lock file at the path must be the one this run holds: a third run opening
+            # it has to wait. (Holding the removed file would leave the path free, or absent.)
+            fd = os.open(write.home(inst) / "sglang.lock", os.O_RDONLY)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                got.append("free")
+            except BlockingIOError:
+                got.append("held")
+            finally:
+                os.close(fd)
 
-@pytest.mark.wheels
-def test_refused_release_names_the_release_to_use(tmp_path):
-    code, out, _ = cli("verify", "--engine", "vllm", "--site", str(wheels.tree("vllm", "0.10.2")), "--no-probes")
-    assert code == 1
-    assert "refused" in out and "use 0.11.1 or newer" in out
+    with write.locked(inst):
+        waiter = threading.Thread(target=second_run)
+        waiter.start()
+        waiter.join(0.3)
+        assert waiter.is_alive()  # it waits on the lock file we are about to remove
+        write.tidy(inst)
+        assert not write.home(inst).exists()
+    waiter.join(30)
+    assert got == ["held"]

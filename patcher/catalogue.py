@@ -1,0 +1,77 @@
+"""``patcher list``: the catalogue we ship (families, variants, the releases each entry covers).
+
+It describes the patch set, not an install: 'patcher verify' says what an install gets.
+Upstream or refused entries split only for probes or reasons are shown as one range.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from . import selection
+from .manifest import Family
+
+HEADER = "the catalogue (what an install gets: 'patcher verify')"
+
+
+def _bounds(spec: SpecifierSet) -> tuple[str | None, str | None] | None:
+    """(lower, upper) as text, or None when the range is not a plain interval."""
+    lower = upper = None
+    for s in spec:
+        if s.operator in (">=", ">") and lower is None:
+            lower = f"{s.operator}{s.version}"
+        elif s.operator in ("<", "<=") and upper is None:
+            upper = f"{s.operator}{s.version}"
+        else:
+            return None
+    return lower, upper
+
+
+def merged(specs: list[SpecifierSet]) -> str:
+    """One range for adjacent intervals ('<0.9.2', '>=0.9.2,<0.10.1' -> '<0.10.1'), else each."""
+    parts = [_bounds(s) for s in specs]
+    if len(specs) > 1 and all(p is not None for p in parts):
+        chain = sorted(parts, key=lambda p: Version(p[0].lstrip(">=")) if p[0] else Version("0"))  # type: ignore[index]
+        if all(a[1] is not None and b[0] is not None and a[1].lstrip("<") == b[0].lstrip(">=")  # type: ignore[index]
+               and a[1].startswith("<") and not a[1].startswith("<=") and b[0].startswith(">=")  # type: ignore[index]
+               for a, b in zip(chain, chain[1:])):
+            ends = [e for e in (chain[0][0], chain[-1][1]) if e]  # type: ignore[index]
+            return ",".join(ends) or "any release"
+    return " or ".join(str(s) or "any release" for s in specs)
+
+
+def _groups(entries: list[Any], key) -> list[tuple[Any, str]]:
+    out: dict[Any, list[SpecifierSet]] = {}
+    for e in entries:
+        out.setdefault(key(e), []).append(e.versions)
+    return [(k, merged(specs)) for k, specs in out.items()]
+
+
+def rows(fams: list[Family]) -> list[dict[str, Any]]:
+    return [{"id": f.id, "title": f.title, "default": f.default,
+             "variants": {v.id: str(v.versions) for v in f.variants},
+             "upstream": [{"versions": str(u.versions), "since": u.since, "id": u.id, "covers": u.covers}
+                          for u in f.upstream],
+             "refused": [{"versions": str(r.versions), "use": r.use} for r in f.refused]} for f in fams]
+
+
+def lines(fams: list[Family]) -> list[str]:
+    out = [HEADER]
+    for f in fams:
+        out.append(f"{f.id}: {f.title}" + ("" if f.default else " (opt-in)"))
+        out.extend(f"  variant {v.id}: {v.versions}" for v in f.variants)
+        for (since, covers), spec in _groups(list(f.upstream), lambda u: (u.since, u.covers)):
+            out.append(f"  upstream since {since}: {spec}" + (f" ({covers})" if covers else ""))
+        for use, spec in _groups(list(f.refused), lambda r: r.use):
+            out.append(f"  refused {spec} (use {use})")
+    return out
+
+
+def families(engine: str, only: tuple[str, ...], skip: tuple[str, ...], patches: Path) -> list[Family]:
+    """The families --engine / --only / --skip select, opt-in ones included."""
+    return [f for e in selection.scope(engine, only, skip, patches)
+            for f in selection.families(e, only, skip, patches, every_family=True)]

@@ -1,0 +1,64 @@
+"""Which families a run acts on: --engine, --only and --skip resolved against the catalogue.
+
+A name is a family id (``sglang/k25-aux-capture``) or a bare name (``k25-aux-capture``),
+which selects that family in every engine that has it. A name that selects nothing, and
+a family both selected and skipped, are usage errors: a run that silently acts on nothing
+would report "ok" for work it never did.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import manifest
+from .errors import PatcherError
+from .manifest import Family
+
+
+class SelectionError(PatcherError):
+    """--engine / --only / --skip contradict each other or name nothing."""
+
+
+def _named(every: tuple[Family, ...], name: str) -> list[Family]:
+    return [f for f in every if name in (f.id, f.name)]
+
+
+def scope(engine: str, only: tuple[str, ...], skip: tuple[str, ...], patches: Path = manifest.PATCHES,
+          engines: tuple[str, ...] = manifest.ENGINES) -> tuple[str, ...]:
+    """The engines a run acts on, after checking every name; ``engine`` is --engine's value."""
+    every = manifest.load_all(patches, engines)
+    wanted = engines if engine == "all" else (engine,)
+    picked: dict[str, set[str]] = {"--only": set(), "--skip": set()}
+    for flag, names in (("--only", only), ("--skip", skip)):
+        for name in names:
+            anywhere = _named(every, name)
+            if not anywhere:
+                raise SelectionError(f"{flag} {name}: no such patch family", wanted="an id from 'patcher list'",
+                                     found=name)
+            here = [f for f in anywhere if f.engine in wanted]
+            if not here:
+                raise SelectionError(f"{flag} {name} selects nothing with --engine {engine}",
+                                     wanted=f"a {engine} family", found=", ".join(f.id for f in anywhere),
+                                     hint=f"drop --engine {engine}, or name a {engine} family")
+            picked[flag] |= {f.id for f in here}
+    both = sorted(picked["--only"] & picked["--skip"])
+    if both:
+        raise SelectionError(f"--only and --skip both name {both[0]}", wanted="each family in at most one of them",
+                             hint="--only already leaves out every family it does not name")
+    if only:
+        return tuple(e for e in wanted if any(i.startswith(e + "/") for i in picked["--only"]))
+    return wanted
+
+
+def families(engine: str, only: tuple[str, ...], skip: tuple[str, ...], patches: Path,
+             every_family: bool = False) -> tuple[Family, ...]:
+    """The families of one engine a run acts on: those --only names, else the default ones
+    (every one for revert, which must undo opt-in families too) minus --skip. The CLI
+    checks the names first with scope(); this only refuses names no engine knows."""
+    mine = manifest.load_all(patches, (engine,))
+    for name in (*only, *skip):
+        if not _named(mine, name) and not _named(manifest.load_all(patches), name):
+            raise SelectionError(f"no patch family {name!r}", wanted="an id from 'patcher list'", found=name)
+    if only:
+        return tuple(f for f in mine if any(n in (f.id, f.name) for n in only))
+    return tuple(f for f in mine if (every_family or f.default) and not any(n in (f.id, f.name) for n in skip))
