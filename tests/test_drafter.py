@@ -10,6 +10,7 @@ import argparse
 import io
 import json
 import os
+from dataclasses import replace as replace_
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +18,8 @@ import pytest
 from packaging.version import Version
 from safetensors.numpy import load_file, save_file
 
-from patcher.drafter import cli, fix
-from patcher.drafter.engines import loader_accepts
+from patcher.drafter import cli, facts, fix
+from patcher.drafter.release import Release, from_version
 
 H = 8  # drafter hidden size
 T = 8  # target hidden size
@@ -117,13 +118,26 @@ def make_target(root: Path) -> Path:
     return folder
 
 
-def no_engine(_engine: str | None) -> None:
+def no_engine(_engine: str | None, _python: str | None = None, _site: Path | None = None) -> None:
     return None
 
 
-def installed(name: str, version: str, keys_patch: str | None = None):
-    def detect(engine: str | None):
-        return (name, Version(version), keys_patch) if engine in (None, name) else None
+def patched(name: str, version: str, keys_patch: str = "applied", source: str = "installed") -> Release:
+    """A release as the manifests declare it, after 'patcher apply' (every pending family
+    applied), except the drafter-keys family, which is in state ``keys_patch`` when it has a variant."""
+    release = from_version(name, Version(version), source=source)
+
+    def state(f):
+        if f.state != "pending":
+            return f
+        wanted = keys_patch if f.family.name == facts.KEYS_FAMILY else "applied"
+        return replace_(f, state=wanted)
+    return replace_(release, families=tuple(state(f) for f in release.families))
+
+
+def installed(name: str, version: str, keys_patch: str = "applied"):
+    def detect(engine: str | None, python: str | None = None, site: Path | None = None):
+        return patched(name, version, keys_patch) if engine in (None, name) else None
     return detect
 
 
@@ -152,7 +166,7 @@ def listing(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
-# --- the engine table -------------------------------------------------------------------
+# --- key names, from the eagle3-drafter-keys family state -------------------------------------------------------------------
 
 @pytest.mark.parametrize(("engine", "version", "patch", "accepted"), [
     ("vllm", "0.9.0", None, {"midlayer.", "layers.0."}),
@@ -165,7 +179,8 @@ def listing(folder: Path) -> list[str]:
     ("sglang", "0.5.23", None, {"midlayer.", "layers.0."}),
 ])
 def test_loader_accepts(engine: str, version: str, patch: str | None, accepted: set[str]) -> None:
-    assert loader_accepts(engine, Version(version), patch) == frozenset(accepted)
+    release = patched(engine, version, patch) if patch else from_version(engine, Version(version))
+    assert facts.loader_accepts(release) == frozenset(accepted)
 
 
 # --- check ---------------------------------------------------------------------------------
@@ -556,7 +571,7 @@ def test_fix_preserves_holes_of_a_sparse_input(tmp_path: Path) -> None:
 def test_explicit_version_survives_a_broken_install(tmp_path: Path) -> None:
     from patcher.errors import EngineError
 
-    def broken(_engine: str | None):
+    def broken(_engine: str | None, _python: str | None = None, _site: Path | None = None):
         raise EngineError("sglang is installed twice")
 
     drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")

@@ -25,12 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import engines
+from . import facts
 from .checkpoint import INDEX_NAME, Checkpoint
 from .configs import SPECULATORS, DrafterConfig, TargetConfig
-from .engines import LAYERS0, MIDLAYER, EngineContext
 from .errors import DrafterInputError, FixFailed
+from .facts import LAYERS0, MIDLAYER
 from .key_names import decoder_key, rename, scheme_of
+from .release import Release
 from .safetensors_header import SafetensorsHeader, encode_header, read_header
 
 CHUNK = 16 << 20  # bounded memory per worker; large enough that syscalls do not dominate
@@ -55,7 +56,7 @@ class FixResult:
     bytes_verified: int
 
 
-def plan_fix(ckpt: Checkpoint, drafter: DrafterConfig, engine: EngineContext,
+def plan_fix(ckpt: Checkpoint, drafter: DrafterConfig, engine: Release,
              target: TargetConfig | None) -> FixPlan:
     if engine.version is None:
         raise DrafterInputError("fix needs the engine release to know which key names it reads",
@@ -67,7 +68,7 @@ def plan_fix(ckpt: Checkpoint, drafter: DrafterConfig, engine: EngineContext,
     if len(schemes) > 1:
         raise FixFailed("decoder-layer tensors use both midlayer.* and layers.0.*; cannot tell which to keep",
                         wanted="one spelling", found="both", hint="remove the stale set and run fix again")
-    accepted = engines.loader_accepts(engine.name, engine.version, engine.keys_patch)
+    accepted = facts.loader_accepts(engine) or frozenset({MIDLAYER, LAYERS0})
     src = dst = None
     renamed = 0
     if schemes and (current := next(iter(schemes))) not in accepted:
@@ -80,7 +81,7 @@ def plan_fix(ckpt: Checkpoint, drafter: DrafterConfig, engine: EngineContext,
         notes.append(f"renamed {renamed} tensors {src}* -> {dst}* for {engine.label()}")
     config = ckpt.config
     rewritten = False
-    if drafter.format == SPECULATORS and not engines.reads_speculators_config(engine.name, engine.version):
+    if drafter.format == SPECULATORS and not facts.reads_speculators_config(engine):
         config, more = speculators_to_eagle3_llama(ckpt.config, drafter, engine, target)
         notes += more
         rewritten = True
@@ -90,7 +91,7 @@ def plan_fix(ckpt: Checkpoint, drafter: DrafterConfig, engine: EngineContext,
                    config_rewritten=rewritten, notes=tuple(notes))
 
 
-def speculators_to_eagle3_llama(config: dict, drafter: DrafterConfig, engine: EngineContext,
+def speculators_to_eagle3_llama(config: dict, drafter: DrafterConfig, engine: Release,
                                 target: TargetConfig | None) -> tuple[dict, list[str]]:
     """The LlamaForCausalLMEagle3 config both engines read, from a speculators config."""
     layer = config.get("transformer_layer_config") or {}
@@ -104,18 +105,20 @@ def speculators_to_eagle3_llama(config: dict, drafter: DrafterConfig, engine: En
     eagle_config: dict = {"use_aux_hidden_state": True}
     ids = list(drafter.aux_layer_ids) if drafter.aux_layer_ids else None
     if ids is not None:
-        shift = engines.aux_layer_id_shift(engine.name, engine.version, ids) if engine.version else 0
         n = target.num_hidden_layers if target is not None else None
-        if shift and n is not None and ids == engines.default_aux_layer_ids(n):
-            # This release would add 1 to explicit ids; its default is the same layers
-            # unshifted, so leaving the ids out captures exactly what was trained on.
+        cap = facts.aux_capture(engine, ids, n)
+        moved = cap is None or cap.eager != ids or cap.graph not in (ids, [])
+        if moved and n is not None and ids == facts.default_aux_layer_ids(n):
+            # The release moves explicit ids (a +1 shift, or a reset when CUDA graphs are built);
+            # its default is the same layers taken as given, so leaving them out captures
+            # exactly what was trained on, in eager and graph mode alike.
             notes.append(f"aux layer ids {ids} left out: they are {engine.label()}'s default, "
-                         "and written out it would capture each one layer later")
+                         "and written out it would capture other layers")
         else:
             eagle_config["eagle_aux_hidden_state_layer_ids"] = ids
-            if shift:
-                notes.append(f"aux layer ids {ids} kept, but {engine.label()} adds 1 to them "
-                             "(pass --target so fix can tell whether they are the default)")
+            if moved:
+                notes.append(f"aux layer ids {ids} kept, but {engine.label()} captures other layers for them "
+                             "(see the problems below)")
     new["eagle_config"] = eagle_config
     return new, notes
 
@@ -140,6 +143,9 @@ def _refuse_bad_out(ckpt: Checkpoint, out: Path) -> Path:
 def write_fix(ckpt: Checkpoint, plan: FixPlan, out: Path, *, workers: int | None = None) -> FixResult:
     out = _refuse_bad_out(ckpt, out)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.absolute().parent))
+    # mkdtemp makes the folder 0700 whatever the umask; the final folder must be readable as
+    # `cp -r` would make it, e.g. by a serving container running as another user.
+    os.chmod(tmp, 0o777 & ~_umask())
     try:
         written: list[str] = []
         pairs: list[tuple[SafetensorsHeader, Path]] = []
@@ -166,6 +172,13 @@ def write_fix(ckpt: Checkpoint, plan: FixPlan, out: Path, *, workers: int | None
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return FixResult(out=out, plan=plan, files=tuple(written), tensors_verified=tensors, bytes_verified=nbytes)
+
+
+def _umask() -> int:
+    # No getter before Python 3.13 (os.umask reads by setting); one process, one thread here.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _new_name(name: str, plan: FixPlan) -> str:

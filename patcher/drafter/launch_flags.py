@@ -11,8 +11,8 @@ import json
 import shlex
 from pathlib import Path
 
-from .engines import correct_algorithm_flag
 from .errors import DrafterInputError
+from .facts import correct_algorithm_flag
 from .findings import Finding, hint, ok, problem
 
 
