@@ -200,10 +200,14 @@ def test_speculators_drafter_on_sglang_0_5_11_is_two_problems(tmp_path: Path) ->
     assert f["config.format"]["level"] == "problem"
     assert f["config.format"]["message"] == ("speculators-format config that sglang 0.5.11 cannot read "
                                              "(SGLang has no reader for it)")
-    assert doc["engine"] == {"name": "sglang", "version": "0.5.11", "keys_patch": "pending", "source": "detected"}
-    # The third: SGLang 0.5.11 adds 1 to the explicit ids speculators wrote.
+    assert doc["engine"] == {"name": "sglang", "version": "0.5.11", "source": "installed", "site": None,
+                             "python": None, "families": {
+                                 "sglang/eagle3-drafter-keys": "pending", "sglang/eagle3-loud-fc-skip": "applied",
+                                 "sglang/k25-aux-capture": "upstream", "sglang/sm120-allreduce-fusion": "applied"}}
+    # The others: the keys family is pending (what verify says), and SGLang 0.5.11 adds 1 to the
+    # explicit ids speculators wrote.
     assert sorted(c for c, x in f.items() if x["level"] == "problem") == [
-        "aux.layer_shift", "config.format", "keys.decoder_prefix"]
+        "aux.capture", "config.format", "keys.decoder_prefix", "setup.eagle3-drafter-keys"]
 
 
 def test_keys_patch_applied_makes_layers0_readable(tmp_path: Path) -> None:
@@ -217,7 +221,8 @@ def test_keys_patch_applied_makes_layers0_readable(tmp_path: Path) -> None:
 def test_engine_version_flag_overrides_detection_and_drops_its_patch_state(tmp_path: Path) -> None:
     drafter = make_drafter(tmp_path)
     _, doc = check_json([str(drafter), "--engine-version", "0.5.10"], installed("sglang", "0.5.11", "applied"))
-    assert doc["engine"] == {"name": "sglang", "version": "0.5.10", "keys_patch": None, "source": "flags"}
+    assert (doc["engine"]["version"], doc["engine"]["source"]) == ("0.5.10", "flags")
+    assert doc["engine"]["families"]["sglang/eagle3-drafter-keys"] == "pending"  # as published, not as installed
     assert by_code(doc)["keys.decoder_prefix"]["level"] == "problem"
 
 
@@ -228,7 +233,7 @@ def test_good_midlayer_drafter_on_sglang_0_5_11_exits_0(tmp_path: Path) -> None:
     assert (code, err) == (0, "")
     assert "PROBLEM" not in out
     assert "  ok       keys.decoder_prefix: 10 midlayer.* tensors, read by sglang 0.5.11\n" in out
-    assert out.endswith("result:  0 problem(s), 0 hint(s), 12 ok\n")
+    assert out.endswith("result:  0 problem(s), 0 hint(s), 17 ok\n")
 
 
 @pytest.mark.parametrize(("version", "level"), [("0.10.0", "problem"), ("0.10.1.1", "ok")])
@@ -313,7 +318,7 @@ def test_sharded_and_single_file_give_the_same_findings(tmp_path: Path) -> None:
     detect = installed("sglang", "0.5.11")
     _, a = check_json([str(single)], detect)
     _, b = check_json([str(sharded)], detect)
-    assert a["findings"] == b["findings"] and a["counts"]["problem"] == 3
+    assert a["findings"] == b["findings"] and a["counts"]["problem"] == 2  # config format, aux id shift
 
 
 def test_no_engine_makes_key_naming_a_hint(tmp_path: Path) -> None:
@@ -430,15 +435,16 @@ def test_fix_for_sglang_0_5_11_renames_keys_and_rewrites_config(tmp_path: Path, 
     drafter, target = make_drafter(tmp_path, sharded=sharded), make_target(tmp_path)
     new = tmp_path / "out" / "drafter-sglang"
     new.parent.mkdir()
-    detect = installed("sglang", "0.5.11")
+    detect = installed("sglang", "0.5.11", keys_patch="pending")
     code, out, err = run(["fix", str(drafter), "--out", str(new), "--target", str(target)], detect)
-    assert (code, err) == (0, "")
-    assert out.splitlines() == [
+    # The copy is read as trained; what remains is the install's own state, as verify says it.
+    assert (code, err) == (1, "")
+    assert out.splitlines()[:5] == [
         f"wrote {new} for sglang 0.5.11",
         "  renamed 10 tensors layers.0.* -> midlayer.* for sglang 0.5.11",
         "  config.json rewritten from speculators format to LlamaForCausalLMEagle3",
         ("  aux layer ids [2, 30, 58] left out: they are sglang 0.5.11's default, and written out it would "
-        "capture each one layer later"),
+        "capture [3, 31, 59]"),
         "  16 tensors (3328 bytes) verified identical by sha256",
     ]
     names = {k: "midlayer." + k[len("layers.0."):] for k in tensors() if k.startswith("layers.0.")}
@@ -451,8 +457,16 @@ def test_fix_for_sglang_0_5_11_renames_keys_and_rewrites_config(tmp_path: Path, 
         index = json.loads((new / "model.safetensors.index.json").read_text())
         assert "midlayer.mlp.up_proj.weight" in index["weight_map"]
         assert not any(k.startswith("layers.") for k in index["weight_map"])
-    # The converted copy passes the check it failed before.
-    code, _, _ = run(["check", str(new), "--target", str(target)], detect)
+    assert out.splitlines()[5:] == [
+        "the copy still has 1 problem(s) sglang 0.5.11 would run into:",
+        "  PROBLEM  setup.eagle3-drafter-keys: sglang/eagle3-drafter-keys is pending on sglang 0.5.11: "
+        "the published files need variant v1",
+        "           wanted: applied or upstream (what 'patcher verify' accepts)",
+        "           found:  pending",
+        "           hint:   run 'patcher apply --engine sglang'",
+        f"result:  copy kept at {new}; 1 problem(s) remain"]
+    # The converted copy passes the check it failed before, on the patched install.
+    code, _, _ = run(["check", str(new), "--target", str(target)], installed("sglang", "0.5.11"))
     assert code == 0
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["drafter-sglang"]  # no temp folder left
 
@@ -460,7 +474,7 @@ def test_fix_for_sglang_0_5_11_renames_keys_and_rewrites_config(tmp_path: Path, 
 def test_fix_keeps_non_default_aux_ids(tmp_path: Path) -> None:
     drafter = make_drafter(tmp_path, config=speculators_config(aux=[3, 31, 57]))
     new = tmp_path / "new"
-    code, _, _ = run(["fix", str(drafter), "--out", str(new), "--engine", "sglang", "--engine-version", "0.5.13"])
+    code, _, _ = run(["fix", str(drafter), "--out", str(new)], installed("sglang", "0.5.13"))
     assert code == 0
     assert json.loads((new / "config.json").read_text())["eagle_config"] == {
         "use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [3, 31, 57]}
@@ -470,7 +484,9 @@ def test_fix_on_sglang_0_5_12_keeps_keys_and_converts_config(tmp_path: Path) -> 
     drafter, new = make_drafter(tmp_path), tmp_path / "new"
     code, out, _ = run(["fix", str(drafter), "--out", str(new), "--json"], installed("sglang", "0.5.12"))
     doc = json.loads(out)
-    assert (code, doc["renamed"], doc["config_rewritten"]) == (0, None, True)
+    assert (code, doc["renamed"], doc["config_rewritten"]) == (1, None, True)
+    # Without --target fix cannot tell the ids are the default; 0.5.12 adds 1 to them: still wrong.
+    assert [p["code"] for p in doc["problems"]] == ["aux.capture"]
     _assert_same_tensors(drafter, new, {})
 
 
@@ -561,7 +577,7 @@ def test_fix_preserves_holes_of_a_sparse_input(tmp_path: Path) -> None:
     save_file({**data, **big}, str(path))
     new = tmp_path / "new"
     code, _, _ = run(["fix", str(drafter), "--out", str(new), "--engine", "sglang", "--engine-version", "0.5.11"])
-    assert code == 0
+    assert code == 1  # the copy is kept; the published 0.5.11 still needs our families
     assert os.path.getsize(new / "model.safetensors") > 4 * 1024 * 1024
     _assert_same_tensors(drafter, new, {k: "midlayer." + k[9:] for k in data if k.startswith("layers.0.")})
 
@@ -575,7 +591,8 @@ def test_explicit_version_survives_a_broken_install(tmp_path: Path) -> None:
         raise EngineError("sglang is installed twice")
 
     drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
-    assert run(["check", str(drafter), "--engine", "sglang", "--engine-version", "0.5.11"], broken)[0] == 0
+    code, out, _ = run(["check", str(drafter), "--engine", "sglang", "--engine-version", "0.5.11"], broken)
+    assert code == 1 and "setup.eagle3-drafter-keys: sglang/eagle3-drafter-keys is pending" in out
     code, _, err = run(["check", str(drafter)], broken)
     assert (code, err) == (2, "error: sglang is installed twice\n")
 
@@ -589,7 +606,9 @@ def test_python_m_patcher_drafter_check(tmp_path: Path) -> None:
                            "--engine-version", "0.5.11", "--json"], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1], check=False)
     assert proc.returncode == 1, proc.stderr
-    assert json.loads(proc.stdout)["counts"]["problem"] == 3  # config format, layers.0 keys, aux id shift
+    problems = sorted(f["code"] for f in json.loads(proc.stdout)["findings"] if f["level"] == "problem")
+    assert problems == ["aux.capture", "config.format", "keys.decoder_prefix", "setup.eagle3-drafter-keys",
+                        "setup.eagle3-loud-fc-skip"]
 
 
 def test_eagle_instead_of_eagle3_is_named_exactly(tmp_path: Path) -> None:

@@ -112,8 +112,10 @@ def speculators_to_eagle3_llama(config: dict, drafter: DrafterConfig, engine: Re
             # The release moves explicit ids (a +1 shift, or a reset when CUDA graphs are built);
             # its default is the same layers taken as given, so leaving them out captures
             # exactly what was trained on, in eager and graph mode alike.
+            got = "an unknown set" if cap is None else (
+                str(cap.eager) if cap.graph in (cap.eager, []) else f"{cap.eager} (eager), {cap.graph} (graphs)")
             notes.append(f"aux layer ids {ids} left out: they are {engine.label()}'s default, "
-                         "and written out it would capture other layers")
+                         f"and written out it would capture {got}")
         else:
             eagle_config["eagle_aux_hidden_state_layer_ids"] = ids
             if moved:

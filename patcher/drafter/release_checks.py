@@ -135,8 +135,8 @@ def _capture_hint(release: Release, ids: list[int], n: int | None) -> str:
     if n is not None and ids == facts.default_aux_layer_ids(n):
         return "omit eagle_aux_hidden_state_layer_ids: they equal the engine default, which it captures as given"
     if starts_at_1:
-        return ("SGLang from 0.5.13 reads an id list starting at 1 as SpecForge's numbering and adds 1; "
-                "if the drafter was trained on these layers as given, serve it with vLLM")
+        return ("an id list starting at 1 is read as SpecForge's numbering (output of layer i) and gets +1; "
+                "if the drafter was trained on these layers as given, vLLM captures them as given")
     rule = facts.shift_rule(release)
     if rule is not None and rule[1] == "first-is-1":
         return "no SGLang rule explains this capture; file an issue with 'patcher drafter check --json'"
