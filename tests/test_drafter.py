@@ -283,17 +283,6 @@ def test_aux_ids_outside_the_target(tmp_path: Path) -> None:
     assert (f["level"], f["message"]) == ("problem", "aux layer ids [2, 30, 61] reach outside the target's 61 layers")
 
 
-def test_sglang_shift_of_explicit_aux_ids(tmp_path: Path) -> None:
-    drafter = make_drafter(tmp_path, config=speculators_config())
-    _, doc = check_json([str(drafter), "--target", str(make_target(tmp_path)), "--engine", "sglang",
-                         "--engine-version", "0.5.9"])
-    f = by_code(doc)["aux.layer_shift"]
-    assert (f["level"], f["found"], f["hint"]) == (
-        "problem", "capture [3, 31, 59]", "omit eagle_aux_hidden_state_layer_ids: they equal the engine default")
-    _, doc = check_json([str(drafter), "--engine", "sglang", "--engine-version", "0.5.13"])
-    assert "aux.layer_shift" not in by_code(doc)
-
-
 @pytest.mark.parametrize(("engine", "flags", "level", "wanted"), [
     ("sglang", "--speculative-algorithm EAGLE --speculative-num-steps 3", "problem",
      "--speculative-algorithm EAGLE3"),
