@@ -166,7 +166,7 @@ def listing(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
-# --- key names, from the eagle3-drafter-keys family state -------------------------------------------------------------------
+# --- key names, from the eagle3-drafter-keys family state ------------------------------
 
 @pytest.mark.parametrize(("engine", "version", "patch", "accepted"), [
     ("vllm", "0.9.0", None, {"midlayer.", "layers.0."}),

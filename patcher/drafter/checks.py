@@ -116,7 +116,8 @@ def _check_decoder_keys(ckpt: Checkpoint, engine: Release | None) -> list[Findin
                         "midlayer.* and skips layers.0.* without a message",
                         hint="pass --engine and --engine-version (or --python / --site) to check your release"))
     elif scheme in accepted:
-        via = f" (with our patch {engine.name}/{facts.KEYS_FAMILY})" if facts.accepts_via_our_patch(engine, scheme) else ""
+        via = (f" (with our patch {engine.name}/{facts.KEYS_FAMILY})"
+               if facts.accepts_via_our_patch(engine, scheme) else "")
         out.append(ok("keys.decoder_prefix", f"{found}, read by {engine.label()}{via}"))
     else:
         wanted = " or ".join(f"{p}*" for p in sorted(accepted))

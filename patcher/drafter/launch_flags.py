@@ -15,7 +15,6 @@ from .errors import DrafterInputError
 from .facts import correct_algorithm_flag
 from .findings import Finding, hint, ok, problem
 
-
 # vLLM's FlexibleArgumentParser turns "_" into "-" in option names, so it takes
 # --speculative_config too; SGLang's plain argparse stops at an unknown spelling (loudly).
 _SPELLINGS = {"--speculative-config": ("--speculative-config", "--speculative_config")}
