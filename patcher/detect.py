@@ -6,6 +6,7 @@ as ``actions.locate`` does); every family is then assessed on that install's fil
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from . import engines
@@ -33,7 +34,10 @@ def drafter_detect(engine: str | None, python: str | None = None, site: Path | N
             if explicit:
                 raise
             continue
-        return from_install(install)
+        release = from_install(install)
+        if explicit:  # hints then name the same environment
+            release = replace(release, located_by=f" --python {python}" if python else f" --site {site}")
+        return release
     if explicit:
         if engine is None:
             where = f"site: {site}" if site is not None else f"python: {python}"

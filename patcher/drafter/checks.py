@@ -61,8 +61,11 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
 
 def _fix_command(engine: Release | None) -> str:
     name = engine.name if engine else "sglang"
-    version = f" --engine-version {engine.version}" if engine and engine.version else ""
-    return f"patcher drafter fix DRAFTER --out NEW --engine {name}{version}"
+    if engine is not None and engine.located_by:
+        where = engine.located_by
+    else:
+        where = f" --engine-version {engine.version}" if engine and engine.version else ""
+    return f"patcher drafter fix DRAFTER --out NEW --engine {name}{where}"
 
 
 def _check_config_format(d: DrafterConfig, engine: Release | None) -> list[Finding]:

@@ -50,6 +50,7 @@ class Release:
     families: tuple[FamilyState, ...] = ()
     site: Path | None = None  # the located install's site-packages, when there is one
     python: str | None = None  # the interpreter it was located by
+    located_by: str = ""  # " --python X" / " --site Y" when the user named another environment
 
     def label(self) -> str:
         return f"{self.name} {self.version}" if self.version is not None else self.name
@@ -63,8 +64,7 @@ class Release:
         return fam.state if fam is not None else None
 
     def apply_command(self) -> str:
-        where = f" --python {self.python}" if self.python else f" --site {self.site}" if self.site else ""
-        return f"patcher apply --engine {self.name}{where}"
+        return f"patcher apply --engine {self.name}{self.located_by}"
 
 
 def from_install(install: Install, source: str = "installed", patches: Path = manifest.PATCHES) -> Release:
