@@ -112,6 +112,26 @@ def test_site_of_another_environment_after_apply_is_clean(tmp_path: Path) -> Non
     assert "  ok       aux.capture: sglang 0.5.10 captures [2, 30, 58] in eager and graph mode" in out
 
 
+def test_hints_name_the_environment_given_by_site(tmp_path: Path) -> None:
+    tree = wheels.tree("sglang", "0.5.9")
+    drafter = make_drafter(tmp_path, config=speculators_config(aux=None))
+    code, out, _ = cli("drafter", "check", str(drafter), "--site", str(tree), "--json")
+    f = findings(out)
+    assert code == 1
+    assert f["setup.eagle3-drafter-keys"]["hint"] == f"run 'patcher apply --engine sglang --site {tree}'"
+    assert f["config.format"]["hint"] == f"convert it: patcher drafter fix DRAFTER --out NEW --engine sglang --site {tree}"
+
+
+def test_python_without_the_engine_is_an_error(tmp_path: Path) -> None:
+    import sys
+
+    drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
+    code, out, err = cli("drafter", "check", str(drafter), "--engine", "vllm", "--python", sys.executable)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[:3] == ["error: vllm is not installed", "  wanted: a vllm distribution",
+                                    f"  found:  none (python: {sys.executable})"]
+
+
 def test_site_without_the_engine_is_an_error_not_none_installed(tmp_path: Path) -> None:
     drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
     code, out, err = run(["check", str(drafter), "--site", str(tmp_path)],

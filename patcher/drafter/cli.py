@@ -1,30 +1,7 @@
 """``patcher drafter check|fix``: the only module here that prints.
 
-Exit codes (stable):
-  0  nothing wrong (check: no finding of level "problem"; fix: the copy is written and verified)
-  1  check: at least one problem; fix: a faithful copy is impossible (nothing written)
-  2  bad input or usage: unreadable/corrupt file or config, bad flag, --out exists
-
-``check --json`` prints one object on stdout::
-
-  {"schema": "patcher.drafter.check/1",
-   "drafter": "/abs/path", "target": "/abs/path" | null,
-   "engine": {"name": "sglang", "version": "0.5.11", "keys_patch": "pending" | null,
-              "source": "detected" | "flags" | "detected+flags"} | null,
-   "findings": [{"level": "ok" | "problem" | "hint", "code": "keys.decoder_prefix",
-                 "message": "...", "wanted": "...", "found": "...", "hint": "..."}],
-   "counts": {"ok": 9, "problem": 1, "hint": 2},
-   "exit": 1}
-
-``fix --json`` prints::
-
-  {"schema": "patcher.drafter.fix/1", "drafter": "...", "out": "...", "engine": {...},
-   "renamed": {"from": "layers.0.", "to": "midlayer.", "count": 10} | null,
-   "config_rewritten": true, "notes": ["..."], "files": ["model.safetensors", ...],
-   "tensors_verified": 13, "bytes_verified": 4700000000, "exit": 0}
-
-On exit 2 (either command) the object is ``{"schema": ..., "error": {"what", "wanted",
-"found", "hint"}, "exit": 2}``; the same error also goes to stderr as text.
+Exit codes, findings and the ``--json`` objects (``patcher.drafter.check/1``,
+``patcher.drafter.fix/1``) are documented once, in the README's "patcher drafter" section.
 """
 
 from __future__ import annotations
