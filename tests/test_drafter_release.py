@@ -119,7 +119,8 @@ def test_hints_name_the_environment_given_by_site(tmp_path: Path) -> None:
     f = findings(out)
     assert code == 1
     assert f["setup.eagle3-drafter-keys"]["hint"] == f"run 'patcher apply --engine sglang --site {tree}'"
-    assert f["config.format"]["hint"] == f"convert it: patcher drafter fix DRAFTER --out NEW --engine sglang --site {tree}"
+    assert f["config.format"]["hint"] == (
+        f"convert it: patcher drafter fix DRAFTER --out NEW --engine sglang --site {tree}")
 
 
 def test_python_without_the_engine_is_an_error(tmp_path: Path) -> None:
