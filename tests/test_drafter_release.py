@@ -133,6 +133,27 @@ def test_python_without_the_engine_is_an_error(tmp_path: Path) -> None:
                                     f"  found:  none (python: {sys.executable})"]
 
 
+def test_python_of_a_second_environment(tmp_path: Path) -> None:
+    """The README's two virtualenvs: the engine is only in the second, found through its python."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    venv = tmp_path / "engine-env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    purelib = sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)})
+    shutil.copytree(wheels.tree("vllm", "0.18.0"), purelib, dirs_exist_ok=True)
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    python = str(venv / "bin" / "python")
+    code, out, err = cli("drafter", "check", str(drafter), "--target", str(k2_target(tmp_path)), "--python", python)
+    assert err == ""
+    assert f"engine:  vllm 0.18.0 (installed at {purelib})\n" in out
+    assert "  ok       setup.mla-aux-capture: vllm/mla-aux-capture: upstream (fixed upstream since 0.18.0" in out
+    # The SM120 fusion family is pending there: verify would say so, but it does not change the drafter.
+    assert "  hint     setup.sm120-allreduce-fusion: vllm/sm120-allreduce-fusion is pending on vllm 0.18.0" in out
+    assert code == 0
+
+
 def test_site_without_the_engine_is_an_error_not_none_installed(tmp_path: Path) -> None:
     drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
     code, out, err = run(["check", str(drafter), "--site", str(tmp_path)],
