@@ -19,9 +19,10 @@ from ..errors import PatcherError
 from .checkpoint import read_checkpoint, read_config
 from .checks import check_drafter
 from .configs import parse_drafter_config, parse_target_config
+from .convert import plan_fix
 from .errors import DrafterInputError
 from .findings import HINT, LEVELS, PROBLEM, Finding, has_problem
-from .fix import plan_fix, write_fix
+from .fix import write_fix
 from .release import ENGINES, Release, from_version
 
 Detect = Callable[[str | None, "str | None", "Path | None"], "Release | None"]
