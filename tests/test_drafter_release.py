@@ -262,6 +262,14 @@ def test_mla_drafter_architecture(tmp_path: Path, engine: str, version: str, arc
     assert (f["level"], f["hint"]) == (level, want_hint)
 
 
+def test_a_release_older_than_the_table_is_unknown_not_unregistered(tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    _, doc = check_json([str(drafter), "--target", str(k2_target(tmp_path)), "--engine", "sglang",
+                         "--engine-version", "0.4.10"])
+    f = {x["code"]: x for x in doc["findings"]}
+    assert (f["config.format"]["level"], f["target.architecture"]["level"]) == ("hint", "hint")
+
+
 # --- fix: exits with what check says of the copy ---------------------------------------------
 
 def test_fix_exits_1_and_lists_what_the_copy_still_gets_wrong(tmp_path: Path) -> None:

@@ -55,8 +55,11 @@ def registered_since(engine: str, arch: str) -> Version | None:
 
 
 def registers(release: Release, arch: str) -> bool | None:
-    """Whether the release's registry resolves ``arch``; None: no release known."""
+    """Whether the release's registry resolves ``arch``; None: no release known, or one older
+    than the table covers (its oldest entries are the first release of our coverage window)."""
     if release.version is None:
+        return None
+    if release.version < min(Version(v) for v in REGISTERED_SINCE[release.name].values()):
         return None
     since = registered_since(release.name, arch)
     return since is not None and release.version >= since

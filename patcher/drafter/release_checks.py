@@ -40,7 +40,11 @@ def check_setup(release: Release) -> list[Finding]:
 
 def _registry_finding(code: str, what: str, arch: str, release: Release) -> Finding:
     since = facts.registered_since(release.name, arch)
-    if facts.registers(release, arch):
+    known = facts.registers(release, arch)
+    if known is None:
+        return hint(code, f"{release.label()} is older than the releases this check knows; "
+                    f"whether it registers {arch} is not known", found=release.label(), hint="see VERSIONS.md")
+    if known:
         return ok(code, f"{release.label()} registers {what} {arch}")
     todo = (f"use {release.name} {since} or newer" if since is not None
             else f"no {release.name} release registers it")
@@ -76,6 +80,8 @@ def check_drafter_class(d: DrafterConfig, release: Release | None) -> list[Findi
             return [ok("config.format", "LlamaForCausalLMEagle3 config, the name both engines register")]
         return [hint("config.format", f"architectures {archs}: vLLM reads it, SGLang only knows LlamaForCausalLMEagle3",
                      wanted='"architectures": ["LlamaForCausalLMEagle3"]', found=archs)]
+    if all(facts.registers(release, a) is None for a in d.architectures):
+        return [_registry_finding("config.format", "the drafter's", d.architectures[0], release)]
     known = [a for a in d.architectures if facts.registers(release, a)]
     if known:
         return [ok("config.format", f"architectures {archs}, registered by {release.label()}")]
