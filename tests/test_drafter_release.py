@@ -182,7 +182,9 @@ def test_python_and_site_together_are_a_usage_error(tmp_path: Path, capsys: pyte
 def test_sglang_captures_per_mode(tmp_path: Path, version: str, ids: list[int], eager: list[int],
                                   graph: list[int]) -> None:
     drafter = make_drafter(tmp_path, config=speculators_config(aux=ids))
-    _, doc = check_json([str(drafter), "--target", str(make_target(tmp_path))], installed("sglang", version))
+    # As published (--engine-version): what each release does before our eagle3-aux-layer-ids family.
+    _, doc = check_json([str(drafter), "--target", str(make_target(tmp_path)), "--engine", "sglang",
+                         "--engine-version", version])
     f = {x["code"]: x for x in doc["findings"]}["aux.capture"]
     want_level = "ok" if eager == ids and graph == ids else "problem"
     assert (f["level"], f["found"] if want_level == "problem" else "") == (
@@ -206,6 +208,7 @@ def test_default_ids_on_0_5_9_hint_omitting_them(tmp_path: Path) -> None:
 def test_aux_ids_family_applied_gives_0_5_13_semantics() -> None:
     """When the backport family is applied (or upstream), explicit ids mean what they mean on 0.5.13."""
     base = from_version("sglang", Version("0.5.9"))
+    base = replace(base, families=tuple(f for f in base.families if f.family.name != facts.AUX_IDS_FAMILY))
     keys = base.families[0].family
     aux = FamilyState(replace(keys, name=facts.AUX_IDS_FAMILY), "applied", "variant v1 is in place")
     release = replace(base, families=(*base.families, aux))
@@ -274,13 +277,24 @@ def test_a_release_older_than_the_table_is_unknown_not_unregistered(tmp_path: Pa
 
 def test_fix_exits_1_and_lists_what_the_copy_still_gets_wrong(tmp_path: Path) -> None:
     drafter, new = make_drafter(tmp_path, config=speculators_config(aux=[3, 31, 57])), tmp_path / "new"
-    code, out, _ = run(["fix", str(drafter), "--out", str(new), "--target", str(make_target(tmp_path)), "--json"],
-                       installed("sglang", "0.5.9"))
+    code, out, _ = run(["fix", str(drafter), "--out", str(new), "--target", str(make_target(tmp_path)), "--json",
+                        "--engine", "sglang", "--engine-version", "0.5.9"])
     doc = json.loads(out)
     assert (code, doc["exit"]) == (1, 1)
-    assert [p["code"] for p in doc["problems"]] == ["aux.capture"]
-    assert doc["problems"][0]["found"] == "eager [4, 32, 58], graph [2, 30, 58]"
+    (aux,) = [p for p in doc["problems"] if p["code"] == "aux.capture"]
+    assert aux["found"] == "eager [4, 32, 58], graph [2, 30, 58]"
+    assert {p["code"] for p in doc["problems"]} - {"aux.capture"} == {
+        p["code"] for p in doc["problems"] if p["code"].startswith("setup.")}  # the rest: the published files
     assert (new / "config.json").is_file()  # the copy is kept
+
+
+def test_fix_leaves_default_ids_out_where_the_release_moves_them(tmp_path: Path) -> None:
+    drafter, new = make_drafter(tmp_path, config=speculators_config()), tmp_path / "new"
+    _, out, _ = run(["fix", str(drafter), "--out", str(new), "--target", str(make_target(tmp_path)),
+                     "--engine", "sglang", "--engine-version", "0.5.9"])
+    assert ("  aux layer ids [2, 30, 58] left out: they are sglang 0.5.9's default, and written out it would "
+            "capture [3, 31, 59] (eager), [2, 30, 58] (graphs)") in out.splitlines()
+    assert "eagle_aux_hidden_state_layer_ids" not in json.loads((new / "config.json").read_text())["eagle_config"]
 
 
 def test_a_rewrite_never_turns_a_problem_into_a_hint() -> None:

@@ -136,10 +136,10 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
 def _capture_hint(release: Release, ids: list[int], n: int | None) -> str:
     fam = release.family(facts.AUX_IDS_FAMILY)
     starts_at_1 = ids[:1] == [1]
+    if n is not None and ids == facts.default_aux_layer_ids(n):  # works on every release, patched or not
+        return "omit eagle_aux_hidden_state_layer_ids: they equal the engine default, which it captures as given"
     if fam is not None and fam.state in ("pending", "lost") and not starts_at_1:
         return f"apply {fam.family.id} ('{release.apply_command()}'): explicit ids then mean the same in both modes"
-    if n is not None and ids == facts.default_aux_layer_ids(n):
-        return "omit eagle_aux_hidden_state_layer_ids: they equal the engine default, which it captures as given"
     if starts_at_1:
         return ("an id list starting at 1 is read as SpecForge's numbering (output of layer i) and gets +1; "
                 "if the drafter was trained on these layers as given, vLLM captures them as given")
