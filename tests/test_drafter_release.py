@@ -335,6 +335,11 @@ def test_no_finding_prints_none(tmp_path: Path) -> None:
     code, out, _ = run(["check", str(drafter), "--target", str(make_target(tmp_path))])
     assert code == 1
     assert "None" not in out
+    spec = speculators_config()
+    del spec["speculators_model_type"]
+    other = make_drafter(tmp_path, "spec", config=spec)
+    code, out, _ = run(["check", str(other), "--engine", "vllm", "--engine-version", "0.18.0"])
+    assert code == 1 and "None" not in out and "found:  (not set)" in out
 
 
 # --- the two tables in facts.py, proven on every cached release ---------------------------

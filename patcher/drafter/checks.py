@@ -79,7 +79,8 @@ def _check_config_format(d: DrafterConfig, engine: Release | None) -> list[Findi
     if d.format == SPECULATORS:
         if d.speculators_model_type != "eagle3":
             return [problem("config.format", "a speculators config of another algorithm than EAGLE-3",
-                            wanted='"speculators_model_type": "eagle3"', found=repr(d.speculators_model_type))]
+                            wanted='"speculators_model_type": "eagle3"',
+                            found=repr(d.speculators_model_type) if d.speculators_model_type else "(not set)")]
         if engine is None:
             return [hint("config.format", "speculators-format config: vLLM reads it from 0.10.1.1, SGLang never",
                          hint="pass --engine to check it against your engine")]

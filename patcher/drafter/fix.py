@@ -192,7 +192,8 @@ def _verify(pairs: list[tuple[SafetensorsHeader, Path]], plan: FixPlan, workers:
                 new = dst_header.tensors.get(_new_name(t.name, plan))
                 if new is None or (new.dtype, new.shape, new.begin, new.end) != (t.dtype, t.shape, t.begin, t.end):
                     raise FixFailed(f"tensor {t.name!r} changed in the rewritten header",
-                                    wanted=f"{t.dtype} {list(t.shape)} at {t.begin}", found=repr(new))
+                                    wanted=f"{t.dtype} {list(t.shape)} at {t.begin}",
+                                    found="absent" if new is None else f"{new.dtype} {list(new.shape)} at {new.begin}")
                 for off in range(t.begin, t.end, CHUNK) if t.end > t.begin else [t.begin]:
                     n = min(CHUNK, t.end - off)
                     jobs.append((t.name, src_header.path.name, src_fd, src_header.data_start + off,
