@@ -112,6 +112,23 @@ def test_site_of_another_environment_after_apply_is_clean(tmp_path: Path) -> Non
     assert "  ok       aux.capture: sglang 0.5.10 captures [2, 30, 58] in eager and graph mode" in out
 
 
+def test_lost_and_conflict_are_problems_as_verify_says(tmp_path: Path) -> None:
+    site, rel = tmp_path / "site", "sglang/srt/models/llama_eagle3.py"
+    shutil.copytree(wheels.tree("sglang", "0.5.9"), site)
+    assert cli("apply", "--engine", "sglang", "--site", str(site), "--no-probes")[0] == 0
+    shutil.copyfile(wheels.tree("sglang", "0.5.9") / rel, site / rel)  # a reinstall of that one file
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    code, out, _ = cli("drafter", "check", str(drafter), "--site", str(site), "--json")
+    f = findings(out)
+    assert code == 1
+    assert (f["setup.eagle3-drafter-keys"]["found"], f["setup.eagle3-loud-fc-skip"]["found"]) == ("lost", "lost")
+    (site / rel).write_text("# rewritten by hand\n")
+    code, out, _ = cli("drafter", "check", str(drafter), "--site", str(site), "--json")
+    f = findings(out)["setup.eagle3-drafter-keys"]
+    assert (code, f["level"], f["found"]) == (1, "problem", "conflict")
+    assert f["hint"].startswith("someone edited them")
+
+
 def test_hints_name_the_environment_given_by_site(tmp_path: Path) -> None:
     tree = wheels.tree("sglang", "0.5.9")
     drafter = make_drafter(tmp_path, config=speculators_config(aux=None))
