@@ -1,25 +1,49 @@
-"""Engine facts the drafter check needs: installed release and our key-naming family's state."""
+"""The engine release ``drafter check|fix`` look at: located like the other commands do.
+
+``--python`` / ``--site`` locate the engine in another environment (``patcher.engines.find``,
+as ``actions.locate`` does); every family is then assessed on that install's files.
+"""
 
 from __future__ import annotations
 
-from packaging.version import Version
+from dataclasses import replace
+from pathlib import Path
 
-from . import actions, engines, write
-from .errors import PatcherError
-from .plan import assess
+from . import engines
+from .drafter.release import Release, from_install
+from .errors import NotInstalled, PatcherError
 
 
-def drafter_detect(engine: str | None) -> tuple[str, Version, str | None] | None:
-    for name in ([engine] if engine else ["sglang", "vllm"]):
+def drafter_detect(engine: str | None, python: str | None = None, site: Path | None = None) -> Release | None:
+    """The installed release of ``engine`` (or of the first engine installed), or None.
+
+    In this interpreter's environment a missing or broken engine only means "none installed":
+    the check then runs on the drafter alone. An environment named with --python/--site must
+    hold the engine: anything else is an error, not a silent fallback.
+    """
+    explicit = python is not None or site is not None
+    names = [engine] if engine else ["sglang", "vllm"]
+    missing: NotInstalled | None = None
+    for name in names:
         try:
-            install = engines.find(name)
-        except PatcherError:
+            install = engines.find(name, python=python, site=site)
+        except NotInstalled as exc:
+            missing = exc
             continue
-        fams = tuple(f for f in actions.manifest.load_all(actions.manifest.PATCHES, (name,))
-                     if f.name == "eagle3-drafter-keys")
-        state = None
-        if fams:
-            (st,) = assess(install, fams, write.read_state(install))
-            state = st.state.value
-        return name, install.version, state
+        except PatcherError:
+            if explicit:
+                raise
+            continue
+        release = from_install(install)
+        if explicit:  # hints then name the same environment
+            release = replace(release, located_by=f" --python {python}" if python else f" --site {site}")
+        return release
+    if explicit:
+        if engine is None:
+            where = f"site: {site}" if site is not None else f"python: {python}"
+            raise NotInstalled("neither sglang nor vllm is installed there", wanted="an sglang or vllm distribution",
+                               found=f"none ({where})", hint="pass the interpreter or site-packages of the "
+                                                              "environment that runs the engine")
+        assert missing is not None
+        raise missing
     return None

@@ -9,34 +9,50 @@ that is missing, a launch flag that runs EAGLE-3 as EAGLE-1.
 
 from __future__ import annotations
 
-from . import engines
+from . import facts
 from .checkpoint import Checkpoint
-from .configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
-from .engines import EngineContext
+from .configs import SPECULATORS, DrafterConfig, TargetConfig
 from .findings import Finding, hint, ok, problem
-from .key_names import MODEL_PREFIX, decoder_key, is_known, scheme_of, strip_model
+from .key_names import MODEL_PREFIX, decoder_key, is_known, scheme_of
 from .launch_flags import check_flags, guess_engine
+from .release import Release
+from .release_checks import (
+    MLA_DRAFTERS,
+    check_aux_capture,
+    check_drafter_class,
+    check_setup,
+    check_target_class,
+    check_use_aux,
+)
+from .shape_checks import (
+    check_attention,
+    check_context,
+    check_dtype,
+    check_vocab,
+    n_or_unset,
+    shape_of,
+)
 
 DEFAULT_AUX_LAYERS = 3
-_TORCH_DTYPES = {"bfloat16": "BF16", "float16": "F16", "half": "F16", "float32": "F32", "float": "F32"}
-_MLA_DRAFTERS = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
 
 
 def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig | None,
-                  engine: EngineContext | None, flags: str | None) -> list[Finding]:
-    findings = _check_architecture(drafter, engine)
-    if any(a in _MLA_DRAFTERS for a in drafter.architectures):
+                  engine: Release | None, flags: str | None) -> list[Finding]:
+    findings = check_setup(engine) if engine is not None else []
+    findings += check_target_class(engine, target) if engine is not None else []
+    findings += _check_config_format(drafter, engine)
+    if any(a in MLA_DRAFTERS for a in drafter.architectures):
         findings.append(hint("architecture.mla", "an MLA EAGLE-3 drafter: the key and shape checks here are for "
                              "Llama drafters and were skipped"))
         return findings
     findings += _check_decoder_keys(ckpt, engine)
     findings += _check_unknown_keys(ckpt, engine)
     findings += _check_fc(ckpt, drafter, target)
-    findings += _check_aux_layers(drafter, target, engine)
-    findings += _check_vocab(ckpt, drafter, target)
-    findings += _check_attention(ckpt, drafter, target)
-    findings += _check_context(drafter, target)
-    findings += _check_dtype(ckpt, drafter)
+    findings += check_aux_capture(drafter, target, engine)
+    findings += check_vocab(ckpt, drafter, target)
+    findings += check_attention(ckpt, drafter, target)
+    findings += check_context(drafter, target)
+    findings += check_dtype(ckpt, drafter)
     if target is None:
         findings.append(hint("target.missing", "no --target: checked against the drafter's own config only",
                              hint="pass --target KIMI_FOLDER to check aux layer ids, hidden size and vocab"))
@@ -50,21 +66,25 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
     return findings
 
 
-def _fix_command(engine: EngineContext | None) -> str:
+def _fix_command(engine: Release | None) -> str:
     name = engine.name if engine else "sglang"
-    version = f" --engine-version {engine.version}" if engine and engine.version else ""
-    return f"patcher drafter fix DRAFTER --out NEW --engine {name}{version}"
+    if engine is not None and engine.located_by:
+        where = engine.located_by
+    else:
+        where = f" --engine-version {engine.version}" if engine and engine.version else ""
+    return f"patcher drafter fix DRAFTER --out NEW --engine {name}{where}"
 
 
-def _check_architecture(d: DrafterConfig, engine: EngineContext | None) -> list[Finding]:
+def _check_config_format(d: DrafterConfig, engine: Release | None) -> list[Finding]:
     if d.format == SPECULATORS:
         if d.speculators_model_type != "eagle3":
             return [problem("config.format", "a speculators config of another algorithm than EAGLE-3",
-                            wanted='"speculators_model_type": "eagle3"', found=repr(d.speculators_model_type))]
+                            wanted='"speculators_model_type": "eagle3"',
+                            found=repr(d.speculators_model_type) if d.speculators_model_type else "(not set)")]
         if engine is None:
             return [hint("config.format", "speculators-format config: vLLM reads it from 0.10.1.1, SGLang never",
                          hint="pass --engine to check it against your engine")]
-        if engine.version is not None and engines.reads_speculators_config(engine.name, engine.version):
+        if facts.reads_speculators_config(engine):
             return [ok("config.format", f"speculators-format config, read by {engine.label()}")]
         if engine.name == "vllm" and engine.version is None:
             return [hint("config.format", "speculators-format config: vLLM reads it from 0.10.1.1",
@@ -75,27 +95,15 @@ def _check_architecture(d: DrafterConfig, engine: EngineContext | None) -> list[
                         found='"speculators_model_type": "eagle3"',
                         hint=f"convert it: {_fix_command(engine)}")]
     archs = ", ".join(d.architectures) or "(none)"
-    if d.format != EAGLE3_LLAMA:
+    if not d.architectures or not any("Eagle3" in a for a in d.architectures):
         eagle1 = any("Eagle" in a for a in d.architectures)
         what = "an EAGLE-1 drafter, not EAGLE-3" if eagle1 else "not an EAGLE-3 drafter config"
         return [problem("config.format", f"architectures {archs}: {what}",
                         wanted='"architectures": ["LlamaForCausalLMEagle3"]', found=archs)]
-    if any(a in _MLA_DRAFTERS for a in d.architectures):
-        return [hint("config.format", f"architectures {archs}: an MLA EAGLE-3 drafter "
-                     "(vLLM >= 0.18.0, SGLang >= 0.5.12)")]
-    if engine is None:
-        if "LlamaForCausalLMEagle3" in d.architectures:
-            return [ok("config.format", "LlamaForCausalLMEagle3 config, the name both engines register")]
-        return [hint("config.format", f"architectures {archs}: vLLM reads it, SGLang only knows LlamaForCausalLMEagle3",
-                     wanted='"architectures": ["LlamaForCausalLMEagle3"]', found=archs)]
-    accepted = engines.ARCHITECTURES[engine.name]
-    if any(a in accepted for a in d.architectures):
-        return [ok("config.format", f"architectures {archs}, registered by {engine.name}")]
-    return [problem("config.format", f"{engine.name} has no model class for architectures {archs}",
-                    wanted='"architectures": ["LlamaForCausalLMEagle3"]', found=archs)]
+    return check_drafter_class(d, engine)
 
 
-def _check_decoder_keys(ckpt: Checkpoint, engine: EngineContext | None) -> list[Finding]:
+def _check_decoder_keys(ckpt: Checkpoint, engine: Release | None) -> list[Finding]:
     by_scheme: dict[str, list[str]] = {}
     layers: set[int] = set()
     for name in ckpt.tensors:
@@ -113,32 +121,30 @@ def _check_decoder_keys(ckpt: Checkpoint, engine: EngineContext | None) -> list[
     ((scheme, names),) = by_scheme.items()
     found = f"{len(names)} {scheme}* tensors"
     out: list[Finding] = []
-    if engine is None or engine.version is None:
+    accepted = facts.loader_accepts(engine) if engine is not None else None
+    if engine is None or accepted is None:
         out.append(hint("keys.decoder_prefix", f"{found}: vLLM reads both spellings; SGLang <= 0.5.11 reads only "
                         "midlayer.* and skips layers.0.* without a message",
-                        hint="pass --engine and --engine-version (or install the engine) to check your release"))
+                        hint="pass --engine and --engine-version (or --python / --site) to check your release"))
+    elif scheme in accepted:
+        via = (f" (with our patch {engine.name}/{facts.KEYS_FAMILY})"
+               if facts.accepts_via_our_patch(engine, scheme) else "")
+        out.append(ok("keys.decoder_prefix", f"{found}, read by {engine.label()}{via}"))
     else:
-        accepted = engines.loader_accepts(engine.name, engine.version, engine.keys_patch)
-        if scheme in accepted:
-            via = " (with our patch sglang/eagle3-drafter-keys)" if (
-                engine.name == "sglang" and engine.keys_patch == "applied"
-                and scheme not in engines.loader_accepts(engine.name, engine.version, None)) else ""
-            out.append(ok("keys.decoder_prefix", f"{found}, read by {engine.label()}{via}"))
-        else:
-            wanted = " or ".join(f"{p}*" for p in sorted(accepted))
-            out.append(problem(
-                "keys.decoder_prefix",
-                f"{engine.label()} skips all {found} without a message: the decoder layer stays "
-                "randomly initialised and nothing is accepted",
-                wanted=f"{wanted} tensors", found=found,
-                hint=f"convert: {_fix_command(engine)}  (or apply {engines.KEYS_PATCH_FAMILY}: "
-                     "patcher apply --engine sglang)"))
-    if engine is not None and engine.version is not None:
-        limit = engines.max_decoder_layers(engine.name, engine.version)
-        if limit is not None and len(layers) > limit:
-            out.append(problem("keys.decoder_layers", f"{len(layers)} decoder layers; {engine.label()} builds {limit}",
-                               wanted=f"{limit} decoder layer", found=f"layers {sorted(layers)}",
-                               hint="vLLM >= 0.11.1 or SGLang >= 0.5.12 build multi-layer drafters"))
+        wanted = " or ".join(f"{p}*" for p in sorted(accepted))
+        fam = engine.family(facts.KEYS_FAMILY)
+        patch = (f"  (or apply {fam.family.id}: {engine.apply_command()})"
+                 if fam is not None and fam.state in ("pending", "lost") else "")
+        out.append(problem(
+            "keys.decoder_prefix",
+            f"{engine.label()} skips all {found} without a message: the decoder layer stays "
+            "randomly initialised and nothing is accepted",
+            wanted=f"{wanted} tensors", found=found, hint=f"convert: {_fix_command(engine)}{patch}"))
+    limit = facts.max_decoder_layers(engine) if engine is not None else None
+    if engine is not None and limit is not None and len(layers) > limit:
+        out.append(problem("keys.decoder_layers", f"{len(layers)} decoder layers; {engine.label()} builds {limit}",
+                           wanted=f"{limit} decoder layer", found=f"layers {sorted(layers)}",
+                           hint="vLLM >= 0.11.1 or SGLang >= 0.5.12 build multi-layer drafters"))
     if engine is not None and engine.name == "vllm":
         prefixed = [n for n in ckpt.tensors if n.startswith(MODEL_PREFIX)]
         if prefixed:
@@ -148,31 +154,18 @@ def _check_decoder_keys(ckpt: Checkpoint, engine: EngineContext | None) -> list[
     return out
 
 
-def _check_unknown_keys(ckpt: Checkpoint, engine: EngineContext | None) -> list[Finding]:
+def _check_unknown_keys(ckpt: Checkpoint, engine: Release | None) -> list[Finding]:
     unknown = sorted(n for n in ckpt.tensors if not is_known(n))
     if not unknown:
         return [ok("keys.unknown", f"all {len(ckpt.tensors)} tensor names are EAGLE-3 Llama drafter names")]
     shown = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-    if engine is not None and engines.silently_skips_unknown_keys(engine.name):
-        return [problem("keys.unknown", f"{engine.name} skips {len(unknown)} tensor(s) it has no parameter for, "
-                        "without a message", wanted="only EAGLE-3 Llama drafter tensor names", found=shown)]
+    if engine is not None and engine.name == "sglang":
+        what = (f"{engine.label()} raises at load on {len(unknown)} tensor(s) it has no parameter for "
+                f"(our {facts.KEYS_FAMILY} makes that loud)" if facts.unknown_keys_fail_loudly(engine) else
+                f"{engine.label()} skips {len(unknown)} tensor(s) it has no parameter for, without a message")
+        return [problem("keys.unknown", what, wanted="only EAGLE-3 Llama drafter tensor names", found=shown)]
     return [hint("keys.unknown", f"{len(unknown)} tensor(s) are not EAGLE-3 Llama drafter names "
                  "(SGLang skips such tensors without a message)", found=shown)]
-
-
-def _shape(ckpt: Checkpoint, bare: str) -> tuple[int, ...] | None:
-    for name, info in ckpt.tensors.items():
-        if strip_model(name) == bare:
-            return info.shape
-    return None
-
-
-def _decoder_shape(ckpt: Checkpoint, part: str) -> tuple[int, ...] | None:
-    for name, info in ckpt.tensors.items():
-        dk = decoder_key(name)
-        if dk is not None and dk.layer == 0 and dk.part == part:
-            return info.shape
-    return None
 
 
 def _target_hidden(d: DrafterConfig, t: TargetConfig | None) -> int | None:
@@ -195,15 +188,14 @@ def _check_fc(ckpt: Checkpoint, d: DrafterConfig, t: TargetConfig | None) -> lis
                                else f'"target_hidden_size": {t.hidden_size}',
                                found=f"{field} {declared}"))
     if not d.use_aux_hidden_state:
-        out.append(problem("config.use_aux_hidden_state",
-                           "eagle_config.use_aux_hidden_state is false: the engine captures no aux layers and "
-                           "feeds the drafter the last layer only",
-                           wanted='"use_aux_hidden_state": true', found='"use_aux_hidden_state": false'))
-    shape = _shape(ckpt, "fc.weight")
+        # One layer in, fc skipped: fine for a drafter trained that way, silent garbage otherwise.
+        fc = shape_of(ckpt, "fc.weight")
+        return out + check_use_aux(fc[1] if fc is not None and len(fc) == 2 else None, d, th)
+    shape = shape_of(ckpt, "fc.weight")
     k = len(d.aux_layer_ids) if d.aux_layer_ids else DEFAULT_AUX_LAYERS
     if shape is None:
         out.append(problem("fc.shape", "no fc.weight: an EAGLE-3 drafter fuses the aux layers through fc",
-                           wanted=f"fc.weight [{d.hidden_size}, {k}x{th}]", found="absent"))
+                           wanted=f"fc.weight [{n_or_unset(d.hidden_size)}, {k} x {n_or_unset(th)}]", found="absent"))
         return out
     if len(shape) != 2 or th is None:
         out.append(problem("fc.shape", "fc.weight is not a matrix" if len(shape) != 2 else
@@ -232,149 +224,3 @@ def _check_fc(ckpt: Checkpoint, d: DrafterConfig, t: TargetConfig | None) -> lis
                            wanted=want, found=str(list(shape))))
     return out
 
-
-def _check_aux_layers(d: DrafterConfig, t: TargetConfig | None, engine: EngineContext | None) -> list[Finding]:
-    n = t.num_hidden_layers if t is not None else None
-    ids = list(d.aux_layer_ids) if d.aux_layer_ids else None
-    if ids is None:
-        if n is None:
-            return []
-        return [ok("aux.layer_ids", f"no explicit aux layer ids: the engine uses {engines.default_aux_layer_ids(n)} "
-                   f"for the target's {n} layers")]
-    out: list[Finding] = []
-    shift = engines.aux_layer_id_shift(engine.name, engine.version, ids) if (
-        engine is not None and engine.version is not None) else 0
-    captured = [i + shift for i in ids]
-    if n is not None:
-        bad = [i for i in captured if not 0 <= i < n]
-        if bad:
-            out.append(problem("aux.layer_ids", f"aux layer ids {ids} reach outside the target's {n} layers",
-                               wanted=f"ids in 0..{n - 1}" + (f" after the engine adds {shift}" if shift else ""),
-                               found=f"{ids}" + (f" -> {captured}" if shift else "")))
-        elif not shift:
-            out.append(ok("aux.layer_ids", f"aux layer ids {ids} are within the target's {n} layers"))
-    if shift and engine is not None:
-        level = problem if d.format == SPECULATORS else hint
-        default = engines.default_aux_layer_ids(n) if n is not None else None
-        fix = ("omit eagle_aux_hidden_state_layer_ids: they equal the engine default" if default == ids
-               else "use SGLang >= 0.5.13, which takes ids not starting at 1 as given")
-        out.append(level("aux.layer_shift",
-                         f"{engine.label()} adds 1 to explicit aux layer ids: {ids} captures {captured}; vLLM and "
-                         "speculators (the usual trainer) capture the ids as given",
-                         wanted=f"capture {ids}", found=f"capture {captured}", hint=fix))
-    return out
-
-
-def _check_vocab(ckpt: Checkpoint, d: DrafterConfig, t: TargetConfig | None) -> list[Finding]:
-    out: list[Finding] = []
-    target_vocab = t.vocab_size if t is not None and t.vocab_size is not None else d.vocab_size
-    draft_vocab = d.draft_vocab_size or d.vocab_size
-    h = d.hidden_size
-    if t is not None and t.vocab_size is not None and d.vocab_size is not None and d.vocab_size != t.vocab_size:
-        out.append(problem("vocab.size", f"the drafter's vocab_size {d.vocab_size} is not the target's {t.vocab_size}",
-                           wanted=f'"vocab_size": {t.vocab_size}', found=f'"vocab_size": {d.vocab_size}'))
-    reduced = draft_vocab is not None and target_vocab is not None and draft_vocab < target_vocab
-    d2t = _shape(ckpt, "d2t")
-    if d2t is None and reduced:
-        out.append(problem("vocab.d2t", f"no d2t although the draft vocab ({draft_vocab}) is smaller than the "
-                           f"target's ({target_vocab}): draft token i would be taken as target token i",
-                           wanted=f"d2t [{draft_vocab}]", found="absent",
-                           hint="re-export the drafter with its d2t/t2d vocabulary maps"))
-    elif d2t is not None and draft_vocab is not None and d2t != (draft_vocab,):
-        out.append(problem("vocab.d2t", "d2t does not have one entry per draft token",
-                           wanted=f"[{draft_vocab}]", found=str(list(d2t))))
-    elif d2t is not None:
-        out.append(ok("vocab.d2t", f"d2t {list(d2t)} maps the {draft_vocab}-token draft vocab into the target's"))
-    t2d = _shape(ckpt, "t2d")
-    if t2d is not None and target_vocab is not None and t2d != (target_vocab,):
-        out.append(problem("vocab.t2d", "t2d does not have one entry per target token",
-                           wanted=f"[{target_vocab}]", found=str(list(t2d))))
-    lm_head = _shape(ckpt, "lm_head.weight")
-    if lm_head is None:
-        level = problem if reduced else hint
-        out.append(level("vocab.lm_head", "no lm_head.weight" + (
-            f": the draft vocab ({draft_vocab}) differs from the target's, so the target's head cannot stand in"
-            if reduced else ": the engine uses the target's lm_head"),
-            wanted=f"lm_head.weight [{draft_vocab}, {h}]", found="absent"))
-    elif draft_vocab is not None and h is not None and lm_head != (draft_vocab, h):
-        out.append(problem("vocab.lm_head", "lm_head.weight does not match draft_vocab_size x hidden_size",
-                           wanted=f"[{draft_vocab}, {h}]", found=str(list(lm_head))))
-    else:
-        out.append(ok("vocab.lm_head", f"lm_head.weight {list(lm_head)}"))
-    embed = _shape(ckpt, "embed_tokens.weight")
-    if embed is None:
-        out.append(hint("vocab.embed_tokens", "no embed_tokens.weight: the engine shares the target's embeddings",
-                        found="absent"))
-    elif target_vocab is not None and h is not None and embed != (target_vocab, h):
-        out.append(problem("vocab.embed_tokens", "embed_tokens.weight does not match the target vocab x hidden_size",
-                           wanted=f"[{target_vocab}, {h}]", found=str(list(embed))))
-    else:
-        out.append(ok("vocab.embed_tokens", f"embed_tokens.weight {list(embed)}"))
-    return out
-
-
-def _check_attention(ckpt: Checkpoint, d: DrafterConfig, t: TargetConfig | None) -> list[Finding]:
-    h, heads = d.hidden_size, d.num_attention_heads
-    if h is None or not heads:
-        return [problem("config.attention", "the drafter config lacks hidden_size or num_attention_heads",
-                        wanted="hidden_size and num_attention_heads", found=f"{h}, {heads}")]
-    kv = d.num_key_value_heads or heads
-    head_dim = d.head_dim or h // heads
-    # EAGLE-3's decoder layer attends over [embeddings; fused hidden], hence 2 x hidden inputs.
-    expected = {
-        "self_attn.q_proj.weight": (heads * head_dim, 2 * h),
-        "self_attn.k_proj.weight": (kv * head_dim, 2 * h),
-        "self_attn.v_proj.weight": (kv * head_dim, 2 * h),
-        "self_attn.o_proj.weight": (h, heads * head_dim),
-    }
-    out: list[Finding] = []
-    for part, want in expected.items():
-        got = _decoder_shape(ckpt, part)
-        if got is not None and got != want:
-            out.append(problem("shape.attention", f"{part} does not match {heads} heads x {head_dim} "
-                               f"(kv heads {kv}) on hidden {h}", wanted=str(list(want)), found=str(list(got))))
-    if not out:
-        out.append(ok("shape.attention", f"hidden {h}, {heads} heads ({kv} kv) x {head_dim} match the weights"))
-    if t is not None and t.hidden_size is not None and h != t.hidden_size and d.target_hidden_size is None:
-        out.append(hint("shape.hidden", f"drafter hidden {h} differs from the target's {t.hidden_size}",
-                        hint='state "target_hidden_size" in the drafter config'))
-    return out
-
-
-def _check_context(d: DrafterConfig, t: TargetConfig | None) -> list[Finding]:
-    if t is None:
-        return []
-    out: list[Finding] = []
-    dm, tm = d.max_position_embeddings, t.max_position_embeddings
-    if dm is not None and tm is not None and dm < tm:
-        out.append(hint("context.max_position", f"the drafter was configured for {dm} positions, the target "
-                        f"serves {tm}: drafts beyond {dm} tokens of context are out of its training range",
-                        wanted=f">= {tm}", found=str(dm)))
-    for field, dv, tv in (("rope_theta", d.rope_theta, t.rope_theta),
-                          ("rope_scaling", d.rope_scaling, t.rope_scaling)):
-        if dv != tv:
-            out.append(hint(f"context.{field}", f"{field} differs from the target's (fine if the drafter was "
-                            "trained this way; the engine uses the drafter's own)", wanted=str(tv), found=str(dv)))
-    if not out:
-        out.append(ok("context.rope", "max_position_embeddings and rope settings match the target"))
-    return out
-
-
-def _check_dtype(ckpt: Checkpoint, d: DrafterConfig) -> list[Finding]:
-    # d2t/t2d are integer/bool index maps, not weights; the engine never casts them.
-    dtypes = sorted({i.dtype for n, i in ckpt.tensors.items() if strip_model(n) not in ("d2t", "t2d")})
-    out: list[Finding] = []
-    if len(dtypes) > 1:
-        out.append(hint("dtype.mixed", "weights mix dtypes; the engine casts them all to its --dtype",
-                        found=", ".join(dtypes)))
-    declared = _TORCH_DTYPES.get(d.torch_dtype or "")
-    if declared and dtypes and declared not in dtypes:
-        out.append(hint("dtype.config", f"config says {d.torch_dtype}, the weights are {', '.join(dtypes)}",
-                        wanted=declared, found=", ".join(dtypes)))
-    d2t = next((i for n, i in ckpt.tensors.items() if strip_model(n) == "d2t"), None)
-    if d2t is not None and d2t.dtype not in ("I64", "I32"):
-        out.append(problem("dtype.d2t", "d2t holds token offsets and must be an integer tensor",
-                           wanted="I64", found=d2t.dtype))
-    if not out and dtypes:
-        out.append(ok("dtype", f"weights are {dtypes[0]}"))
-    return out

@@ -1,30 +1,7 @@
 """``patcher drafter check|fix``: the only module here that prints.
 
-Exit codes (stable):
-  0  nothing wrong (check: no finding of level "problem"; fix: the copy is written and verified)
-  1  check: at least one problem; fix: a faithful copy is impossible (nothing written)
-  2  bad input or usage: unreadable/corrupt file or config, bad flag, --out exists
-
-``check --json`` prints one object on stdout::
-
-  {"schema": "patcher.drafter.check/1",
-   "drafter": "/abs/path", "target": "/abs/path" | null,
-   "engine": {"name": "sglang", "version": "0.5.11", "keys_patch": "pending" | null,
-              "source": "detected" | "flags" | "detected+flags"} | null,
-   "findings": [{"level": "ok" | "problem" | "hint", "code": "keys.decoder_prefix",
-                 "message": "...", "wanted": "...", "found": "...", "hint": "..."}],
-   "counts": {"ok": 9, "problem": 1, "hint": 2},
-   "exit": 1}
-
-``fix --json`` prints::
-
-  {"schema": "patcher.drafter.fix/1", "drafter": "...", "out": "...", "engine": {...},
-   "renamed": {"from": "layers.0.", "to": "midlayer.", "count": 10} | null,
-   "config_rewritten": true, "notes": ["..."], "files": ["model.safetensors", ...],
-   "tensors_verified": 13, "bytes_verified": 4700000000, "exit": 0}
-
-On exit 2 (either command) the object is ``{"schema": ..., "error": {"what", "wanted",
-"found", "hint"}, "exit": 2}``; the same error also goes to stderr as text.
+Exit codes, findings and the ``--json`` objects (``patcher.drafter.check/1``,
+``patcher.drafter.fix/1``) are documented once, in the README's "patcher drafter" section.
 """
 
 from __future__ import annotations
@@ -32,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -41,12 +19,13 @@ from ..errors import PatcherError
 from .checkpoint import read_checkpoint, read_config
 from .checks import check_drafter
 from .configs import parse_drafter_config, parse_target_config
-from .engines import ENGINES, EngineContext
+from .convert import plan_fix
 from .errors import DrafterInputError
-from .findings import LEVELS, PROBLEM, Finding, has_problem
-from .fix import plan_fix, write_fix
+from .findings import HINT, LEVELS, PROBLEM, Finding, has_problem
+from .fix import write_fix
+from .release import ENGINES, Release, from_version
 
-Detect = Callable[[str | None], "tuple[str, Version, str | None] | None"]
+Detect = Callable[[str | None, "str | None", "Path | None"], "Release | None"]
 
 CHECK_SCHEMA = "patcher.drafter.check/1"
 FIX_SCHEMA = "patcher.drafter.fix/1"
@@ -84,12 +63,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, help="engine to check against (default: the one installed)")
     p.add_argument("--engine-version", metavar="V", help="engine release (overrides the installed one)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--python", metavar="PATH",
+                       help="interpreter of the environment that runs the engine (default: this one)")
+    where.add_argument("--site", type=Path, metavar="DIR",
+                       help="site-packages directory holding the engine, without an interpreter")
 
 
 def run(args: argparse.Namespace, *, out: TextIO, err: TextIO, detect: Detect) -> int:
     schema = CHECK_SCHEMA if args.drafter_command == "check" else FIX_SCHEMA
     try:
-        engine = resolve_engine(args.engine, args.engine_version, detect)
+        engine = resolve_engine(args.engine, args.engine_version, detect, args.python, args.site)
         if args.drafter_command == "check":
             return _check(args, engine, out, err)
         return _fix(args, engine, out, err)
@@ -102,45 +86,46 @@ def run(args: argparse.Namespace, *, out: TextIO, err: TextIO, detect: Detect) -
         return exc.exit_code
 
 
-def resolve_engine(name: str | None, version: str | None, detect: Detect) -> EngineContext | None:
+def resolve_engine(name: str | None, version: str | None, detect: Detect,
+                   python: str | None = None, site: Path | None = None) -> Release | None:
+    explicit = python is not None or site is not None
     try:
-        detected = detect(name)
+        detected = detect(name, python, site)
     except PatcherError:
-        if version is None:
+        if version is None or explicit:
             raise
-        # A broken install must not block checking against a release named explicitly.
+        # A broken install here must not block checking against a release named explicitly.
         detected = None
-    if detected is not None and name is not None and detected[0] != name:
+    if detected is not None and name is not None and detected.name != name:
         detected = None  # the caller's detector answered for another engine
-    if version is not None:
-        try:
-            wanted = Version(version)
-        except InvalidVersion:
-            raise DrafterInputError("--engine-version is not a version", wanted="e.g. 0.5.11 or 0.10.1.1",
-                                    found=repr(version)) from None
-        engine = name or (detected[0] if detected is not None else None)
-        if engine is None:
-            raise DrafterInputError("--engine-version needs --engine", wanted="--engine vllm|sglang",
-                                    found="no engine named and none installed")
-        # The installed patch state says nothing about another release than the installed one.
-        if detected is not None and detected[0] == engine and detected[1] == wanted:
-            return EngineContext(engine, wanted, detected[2], "detected+flags")
-        return EngineContext(engine, wanted, None, "flags")
-    if detected is not None:
-        return EngineContext(detected[0], detected[1], detected[2], "detected")
-    if name is not None:
-        return EngineContext(name, None, None, "flags")
-    return None
+    if version is None:
+        if detected is not None:
+            return detected
+        return from_version(name, None) if name is not None else None
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        raise DrafterInputError("--engine-version is not a version", wanted="e.g. 0.5.11 or 0.10.1.1",
+                                found=repr(version)) from None
+    engine = name or (detected.name if detected is not None else None)
+    if engine is None:
+        raise DrafterInputError("--engine-version needs --engine", wanted="--engine vllm|sglang",
+                                found="no engine named and none installed")
+    # The installed family states say nothing about another release than the installed one.
+    if detected is not None and detected.name == engine and detected.version == wanted:
+        return replace(detected, source="installed+flags")
+    return from_version(engine, wanted)
 
 
-def _engine_json(engine: EngineContext | None) -> dict | None:
+def _engine_json(engine: Release | None) -> dict | None:
     if engine is None:
         return None
     return {"name": engine.name, "version": str(engine.version) if engine.version else None,
-            "keys_patch": engine.keys_patch, "source": engine.source}
+            "source": engine.source, "site": str(engine.site) if engine.site else None, "python": engine.python,
+            "families": {f.family.id: f.state for f in engine.families}}
 
 
-def _check(args: argparse.Namespace, engine: EngineContext | None, out: TextIO, err: TextIO) -> int:
+def _check(args: argparse.Namespace, engine: Release | None, out: TextIO, err: TextIO) -> int:
     ckpt = read_checkpoint(args.drafter)
     drafter = parse_drafter_config(ckpt.config, ckpt.folder / "config.json")
     target = None
@@ -164,8 +149,8 @@ def _check(args: argparse.Namespace, engine: EngineContext | None, out: TextIO, 
     if engine is None:
         print("engine:  none installed or named (engine-specific checks are hints)", file=out)
     else:
-        patch = f", keys patch {engine.keys_patch}" if engine.keys_patch else ""
-        print(f"engine:  {engine.label()} ({engine.source}{patch})", file=out)
+        where = f" at {engine.site}" if engine.site else ""
+        print(f"engine:  {engine.label()} ({engine.source}{where})", file=out)
     for f in findings:
         _print_finding(f, out)
     n_problem = sum(f.level == PROBLEM for f in findings)
@@ -182,7 +167,7 @@ def _print_finding(f: Finding, out: TextIO) -> None:
             print(f"           {name + ':':8}{text}", file=out)
 
 
-def _fix(args: argparse.Namespace, engine: EngineContext | None, out: TextIO, err: TextIO) -> int:
+def _fix(args: argparse.Namespace, engine: Release | None, out: TextIO, err: TextIO) -> int:
     if engine is None:
         raise DrafterInputError("fix needs to know the engine", wanted="--engine vllm|sglang --engine-version V",
                                 found="no engine named and none installed")
@@ -191,8 +176,15 @@ def _fix(args: argparse.Namespace, engine: EngineContext | None, out: TextIO, er
     target = None
     if args.target is not None:
         target = parse_target_config(read_config(args.target), args.target / "config.json")
+    before = check_drafter(ckpt, drafter, target, engine, None)
     plan = plan_fix(ckpt, drafter, engine, target)
     result = write_fix(ckpt, plan, args.out)
+    # Check what was written, as the engine will read it; what the rewrite could not mend stays a problem.
+    written = read_checkpoint(result.out)
+    after = check_drafter(written, parse_drafter_config(written.config, written.folder / "config.json"),
+                          target, engine, None)
+    remaining = still_wrong(before, after)
+    code = 1 if remaining else 0
     if args.json:
         renamed = ({"from": plan.rename_from, "to": plan.rename_to, "count": plan.renamed}
                    if plan.rename_from else None)
@@ -201,11 +193,25 @@ def _fix(args: argparse.Namespace, engine: EngineContext | None, out: TextIO, er
             "engine": _engine_json(engine), "renamed": renamed, "config_rewritten": plan.config_rewritten,
             "notes": list(plan.notes), "files": list(result.files),
             "tensors_verified": result.tensors_verified, "bytes_verified": result.bytes_verified,
-            "exit": 0}, indent=2), file=out)
-        return 0
+            "problems": [f.to_json() for f in remaining], "exit": code}, indent=2), file=out)
+        return code
     print(f"wrote {result.out} for {engine.label()}", file=out)
     for note in plan.notes:
         print(f"  {note}", file=out)
     print(f"  {result.tensors_verified} tensors ({result.bytes_verified} bytes) verified identical by sha256",
           file=out)
-    return 0
+    if remaining:
+        print(f"the copy still has {len(remaining)} problem(s) {engine.label()} would run into:", file=out)
+        for f in remaining:
+            _print_finding(f, out)
+        print(f"result:  copy kept at {result.out}; {len(remaining)} problem(s) remain", file=out)
+    return code
+
+
+def still_wrong(before: list[Finding], after: list[Finding]) -> list[Finding]:
+    """Problems of the written copy. A finding that was a problem before the rewrite and only
+    reads as a hint after it stays a problem: renaming keys or rewriting config.json changes
+    how a fact is described, never whether the engine runs the drafter as trained."""
+    was_problem = {f.code for f in before if f.level == PROBLEM}
+    return [f if f.level == PROBLEM else replace(f, level=PROBLEM)
+            for f in after if f.level == PROBLEM or (f.level == HINT and f.code in was_problem)]

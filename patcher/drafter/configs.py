@@ -45,6 +45,7 @@ class DrafterConfig:
 
 @dataclass(frozen=True)
 class TargetConfig:
+    architectures: tuple[str, ...]  # top level, e.g. ("KimiK25ForConditionalGeneration",)
     model_type: str | None  # top level, e.g. kimi_k25
     text_model_type: str | None  # e.g. kimi_k2
     hidden_size: int | None
@@ -142,7 +143,9 @@ def parse_drafter_config(config: dict, where: Path) -> DrafterConfig:
 
 def parse_target_config(config: dict, where: Path) -> TargetConfig:
     text = _dict(config, "text_config", where) or config
+    archs = config.get("architectures") or []
     return TargetConfig(
+        architectures=tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else (),
         model_type=config.get("model_type") if isinstance(config.get("model_type"), str) else None,
         text_model_type=text.get("model_type") if isinstance(text.get("model_type"), str) else None,
         hidden_size=_int(text, "hidden_size", where),

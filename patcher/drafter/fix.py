@@ -25,25 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import engines
 from .checkpoint import INDEX_NAME, Checkpoint
-from .configs import SPECULATORS, DrafterConfig, TargetConfig
-from .engines import LAYERS0, MIDLAYER, EngineContext
+from .convert import FixPlan
 from .errors import DrafterInputError, FixFailed
-from .key_names import decoder_key, rename, scheme_of
+from .key_names import rename
 from .safetensors_header import SafetensorsHeader, encode_header, read_header
 
 CHUNK = 16 << 20  # bounded memory per worker; large enough that syscalls do not dominate
-
-
-@dataclass(frozen=True)
-class FixPlan:
-    rename_from: str | None  # decoder prefix scheme to rename, or None
-    rename_to: str | None
-    renamed: int  # number of tensors renamed
-    config: dict  # config.json to write
-    config_rewritten: bool
-    notes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -53,72 +41,6 @@ class FixResult:
     files: tuple[str, ...]  # files written, relative to out
     tensors_verified: int
     bytes_verified: int
-
-
-def plan_fix(ckpt: Checkpoint, drafter: DrafterConfig, engine: EngineContext,
-             target: TargetConfig | None) -> FixPlan:
-    if engine.version is None:
-        raise DrafterInputError("fix needs the engine release to know which key names it reads",
-                                wanted="--engine-version V, or the engine installed here",
-                                found=f"--engine {engine.name} without a version")
-    notes: list[str] = []
-    schemes = {scheme_of(dk.prefix) for n in ckpt.tensors if (dk := decoder_key(n)) is not None}
-    layers = {dk.layer for n in ckpt.tensors if (dk := decoder_key(n)) is not None}
-    if len(schemes) > 1:
-        raise FixFailed("decoder-layer tensors use both midlayer.* and layers.0.*; cannot tell which to keep",
-                        wanted="one spelling", found="both", hint="remove the stale set and run fix again")
-    accepted = engines.loader_accepts(engine.name, engine.version, engine.keys_patch)
-    src = dst = None
-    renamed = 0
-    if schemes and (current := next(iter(schemes))) not in accepted:
-        src, dst = current, (LAYERS0 if LAYERS0 in accepted else MIDLAYER)
-        if dst == MIDLAYER and layers != {0}:
-            raise FixFailed(f"{engine.label()} has a single midlayer; this drafter has decoder layers {sorted(layers)}",
-                            wanted="a one-layer drafter, or SGLang >= 0.5.12",
-                            found=f"{len(layers)} decoder layers")
-        renamed = sum(1 for n in ckpt.tensors if rename(n, src, dst) != n)
-        notes.append(f"renamed {renamed} tensors {src}* -> {dst}* for {engine.label()}")
-    config = ckpt.config
-    rewritten = False
-    if drafter.format == SPECULATORS and not engines.reads_speculators_config(engine.name, engine.version):
-        config, more = speculators_to_eagle3_llama(ckpt.config, drafter, engine, target)
-        notes += more
-        rewritten = True
-    if not notes:
-        notes.append(f"already read as trained by {engine.label()}; copied unchanged")
-    return FixPlan(rename_from=src, rename_to=dst, renamed=renamed, config=config,
-                   config_rewritten=rewritten, notes=tuple(notes))
-
-
-def speculators_to_eagle3_llama(config: dict, drafter: DrafterConfig, engine: EngineContext,
-                                target: TargetConfig | None) -> tuple[dict, list[str]]:
-    """The LlamaForCausalLMEagle3 config both engines read, from a speculators config."""
-    layer = config.get("transformer_layer_config") or {}
-    new = {k: v for k, v in layer.items() if k not in ("architectures", "auto_map")}
-    new["architectures"] = ["LlamaForCausalLMEagle3"]
-    new.setdefault("model_type", "llama")
-    for key in ("draft_vocab_size", "target_hidden_size", "norm_before_residual", "torch_dtype"):
-        if config.get(key) is not None:
-            new[key] = config[key]
-    notes = ["config.json rewritten from speculators format to LlamaForCausalLMEagle3"]
-    eagle_config: dict = {"use_aux_hidden_state": True}
-    ids = list(drafter.aux_layer_ids) if drafter.aux_layer_ids else None
-    if ids is not None:
-        shift = engines.aux_layer_id_shift(engine.name, engine.version, ids) if engine.version else 0
-        n = target.num_hidden_layers if target is not None else None
-        if shift and n is not None and ids == engines.default_aux_layer_ids(n):
-            # This release would add 1 to explicit ids; its default is the same layers
-            # unshifted, so leaving the ids out captures exactly what was trained on.
-            notes.append(f"aux layer ids {ids} left out: they are {engine.label()}'s default, "
-                         "and written out it would capture each one layer later")
-        else:
-            eagle_config["eagle_aux_hidden_state_layer_ids"] = ids
-            if shift:
-                notes.append(f"aux layer ids {ids} kept, but {engine.label()} adds 1 to them "
-                             "(pass --target so fix can tell whether they are the default)")
-    new["eagle_config"] = eagle_config
-    return new, notes
-
 
 def _refuse_bad_out(ckpt: Checkpoint, out: Path) -> Path:
     out = Path(out)
@@ -140,6 +62,9 @@ def _refuse_bad_out(ckpt: Checkpoint, out: Path) -> Path:
 def write_fix(ckpt: Checkpoint, plan: FixPlan, out: Path, *, workers: int | None = None) -> FixResult:
     out = _refuse_bad_out(ckpt, out)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.absolute().parent))
+    # mkdtemp makes the folder 0700 whatever the umask; the final folder must be readable as
+    # `cp -r` would make it, e.g. by a serving container running as another user.
+    os.chmod(tmp, 0o777 & ~_umask())
     try:
         written: list[str] = []
         pairs: list[tuple[SafetensorsHeader, Path]] = []
@@ -166,6 +91,13 @@ def write_fix(ckpt: Checkpoint, plan: FixPlan, out: Path, *, workers: int | None
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return FixResult(out=out, plan=plan, files=tuple(written), tensors_verified=tensors, bytes_verified=nbytes)
+
+
+def _umask() -> int:
+    # No getter before Python 3.13 (os.umask reads by setting); one process, one thread here.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _new_name(name: str, plan: FixPlan) -> str:
@@ -260,7 +192,8 @@ def _verify(pairs: list[tuple[SafetensorsHeader, Path]], plan: FixPlan, workers:
                 new = dst_header.tensors.get(_new_name(t.name, plan))
                 if new is None or (new.dtype, new.shape, new.begin, new.end) != (t.dtype, t.shape, t.begin, t.end):
                     raise FixFailed(f"tensor {t.name!r} changed in the rewritten header",
-                                    wanted=f"{t.dtype} {list(t.shape)} at {t.begin}", found=repr(new))
+                                    wanted=f"{t.dtype} {list(t.shape)} at {t.begin}",
+                                    found="absent" if new is None else f"{new.dtype} {list(new.shape)} at {new.begin}")
                 for off in range(t.begin, t.end, CHUNK) if t.end > t.begin else [t.begin]:
                     n = min(CHUNK, t.end - off)
                     jobs.append((t.name, src_header.path.name, src_fd, src_header.data_start + off,

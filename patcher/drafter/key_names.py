@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .engines import LAYERS0, MIDLAYER
+from .facts import LAYERS0, MIDLAYER
 
 TOP_LEVEL = frozenset({"embed_tokens.weight", "fc.weight", "fc.bias", "norm.weight", "lm_head.weight", "d2t", "t2d"})
 DECODER_PARTS = frozenset({

@@ -11,18 +11,23 @@ import json
 import shlex
 from pathlib import Path
 
-from .engines import correct_algorithm_flag
 from .errors import DrafterInputError
+from .facts import correct_algorithm_flag
 from .findings import Finding, hint, ok, problem
+
+# vLLM's FlexibleArgumentParser turns "_" into "-" in option names, so it takes
+# --speculative_config too; SGLang's plain argparse stops at an unknown spelling (loudly).
+_SPELLINGS = {"--speculative-config": ("--speculative-config", "--speculative_config")}
 
 
 def _values(argv: list[str], flag: str) -> list[str]:
     out = []
     for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            out.append(argv[i + 1])
-        elif arg.startswith(flag + "="):
-            out.append(arg[len(flag) + 1:])
+        for name in _SPELLINGS.get(flag, (flag,)):
+            if arg == name and i + 1 < len(argv):
+                out.append(argv[i + 1])
+            elif arg.startswith(name + "="):
+                out.append(arg[len(name) + 1:])
     return out
 
 

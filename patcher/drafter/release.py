@@ -1,0 +1,106 @@
+"""The engine release a drafter is checked against, with the state of every patch family on it.
+
+The family states are the single source of what a release does for EAGLE-3 on a Kimi target:
+they come from the manifests (``patches/<engine>/*/patch.toml``), assessed on the located
+install's files exactly as ``patcher verify`` assesses them (``patcher.plan.assess``, no
+probes), or, for a release named only by ``--engine-version``, classified by the manifests'
+version ranges (what the published files of that release would be). The drafter checks ask
+this object; they never compare versions against a table of their own for anything the
+manifests know.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import Version
+
+from .. import manifest
+from ..engines import Install
+from ..manifest import Family, Refused, Upstream, Variant
+
+ENGINES = manifest.ENGINES
+OK_STATES = ("applied", "upstream")
+
+
+@dataclass(frozen=True)
+class FamilyState:
+    """One family as ``patcher verify`` would report it on this release."""
+
+    family: Family
+    state: str  # a patcher.plan.State value: "applied", "pending", "refused", ...
+    detail: str
+    hint: str = ""
+    upstream_id: str = ""  # which [[upstream]] entry holds, when state is "upstream"
+    use: str = ""  # for "refused": the release the manifest names instead
+
+    @property
+    def ok(self) -> bool:
+        return self.state in OK_STATES
+
+
+@dataclass(frozen=True)
+class Release:
+    """The engine release a drafter is checked against."""
+
+    name: str
+    version: Version | None  # None: engine named by --engine but no release known
+    source: str  # "installed" (located install), "flags" (--engine-version) or "installed+flags"
+    families: tuple[FamilyState, ...] = ()
+    site: Path | None = None  # the located install's site-packages, when there is one
+    python: str | None = None  # the interpreter it was located by
+    located_by: str = ""  # " --python X" / " --site Y" when the user named another environment
+
+    def label(self) -> str:
+        return f"{self.name} {self.version}" if self.version is not None else self.name
+
+    def family(self, name: str) -> FamilyState | None:
+        """The state of ``<engine>/<name>``, or None when no such family covers this engine."""
+        return next((f for f in self.families if f.family.name == name), None)
+
+    def state(self, name: str) -> str | None:
+        fam = self.family(name)
+        return fam.state if fam is not None else None
+
+    def apply_command(self) -> str:
+        return f"patcher apply --engine {self.name}{self.located_by}"
+
+
+def from_install(install: Install, source: str = "installed", patches: Path = manifest.PATCHES) -> Release:
+    """The release on a located install, each family assessed on its files like ``verify`` does."""
+    from .. import write
+    from ..plan import assess
+
+    fams = manifest.load_all(patches, (install.engine,))
+    states = []
+    for st in assess(install, fams, write.read_state(install)):
+        entry = st.family.classify(install.version)
+        states.append(FamilyState(st.family, st.state.value, st.detail, st.hint,
+                                  st.upstream_id if st.state.value == "upstream" else "",
+                                  entry.use if isinstance(entry, Refused) else ""))
+    return Release(install.engine, install.version, source, tuple(states), install.site, install.python)
+
+
+def from_version(engine: str, version: Version | None, source: str = "flags",
+                 patches: Path = manifest.PATCHES) -> Release:
+    """A release named on the command line: its published files as the manifests declare them."""
+    if version is None:
+        return Release(engine, None, source)
+    states = [_declared(f, version) for f in manifest.load_all(patches, (engine,))]
+    return Release(engine, version, source, tuple(states))
+
+
+def _declared(family: Family, version: Version) -> FamilyState:
+    entry = family.classify(version)
+    if isinstance(entry, Variant):
+        return FamilyState(family, "pending", f"the published files need variant {entry.id}",
+                           hint=f"patcher apply --engine {family.engine}")
+    if isinstance(entry, Upstream):
+        return FamilyState(family, "upstream", f"fixed upstream since {entry.since} ({entry.ref})",
+                           upstream_id=entry.id)
+    if isinstance(entry, Refused):
+        return FamilyState(family, "refused", f"{entry.reason}; use {entry.use} or newer", use=entry.use)
+    return FamilyState(family, "unknown release", f"no entry covers {version}; only the files can tell",
+                       hint="install it and run the check there (--python / --site), or use a release "
+                            "from VERSIONS.md")

@@ -1,0 +1,149 @@
+"""``drafter check``: tensor shapes and config values that must agree with each other and
+with the target (vocabulary maps, attention, context, dtypes). No engine facts here.
+"""
+
+from __future__ import annotations
+
+from .checkpoint import Checkpoint
+from .configs import DrafterConfig, TargetConfig
+from .findings import Finding, hint, ok, problem
+from .key_names import decoder_key, strip_model
+
+_TORCH_DTYPES = {"bfloat16": "BF16", "float16": "F16", "half": "F16", "float32": "F32", "float": "F32"}
+
+
+def shape_of(ckpt: Checkpoint, bare: str) -> tuple[int, ...] | None:
+    for name, info in ckpt.tensors.items():
+        if strip_model(name) == bare:
+            return info.shape
+    return None
+
+
+def decoder_shape(ckpt: Checkpoint, part: str) -> tuple[int, ...] | None:
+    for name, info in ckpt.tensors.items():
+        dk = decoder_key(name)
+        if dk is not None and dk.layer == 0 and dk.part == part:
+            return info.shape
+    return None
+
+
+def n_or_unset(value: object) -> str:
+    """A config value for a message: "(not set)" rather than "None"."""
+    return "(not set)" if value is None else str(value)
+
+
+def check_vocab(ckpt: Checkpoint, d: DrafterConfig, t: TargetConfig | None) -> list[Finding]:
+    out: list[Finding] = []
+    target_vocab = t.vocab_size if t is not None and t.vocab_size is not None else d.vocab_size
+    draft_vocab = d.draft_vocab_size or d.vocab_size
+    h = d.hidden_size
+    if t is not None and t.vocab_size is not None and d.vocab_size is not None and d.vocab_size != t.vocab_size:
+        out.append(problem("vocab.size", f"the drafter's vocab_size {d.vocab_size} is not the target's {t.vocab_size}",
+                           wanted=f'"vocab_size": {t.vocab_size}', found=f'"vocab_size": {d.vocab_size}'))
+    reduced = draft_vocab is not None and target_vocab is not None and draft_vocab < target_vocab
+    d2t = shape_of(ckpt, "d2t")
+    if d2t is None and reduced:
+        out.append(problem("vocab.d2t", f"no d2t although the draft vocab ({draft_vocab}) is smaller than the "
+                           f"target's ({target_vocab}): draft token i would be taken as target token i",
+                           wanted=f"d2t [{draft_vocab}]", found="absent",
+                           hint="re-export the drafter with its d2t/t2d vocabulary maps"))
+    elif d2t is not None and draft_vocab is not None and d2t != (draft_vocab,):
+        out.append(problem("vocab.d2t", "d2t does not have one entry per draft token",
+                           wanted=f"[{draft_vocab}]", found=str(list(d2t))))
+    elif d2t is not None:
+        out.append(ok("vocab.d2t", f"d2t {list(d2t)} maps the {draft_vocab}-token draft vocab into the target's"))
+    t2d = shape_of(ckpt, "t2d")
+    if t2d is not None and target_vocab is not None and t2d != (target_vocab,):
+        out.append(problem("vocab.t2d", "t2d does not have one entry per target token",
+                           wanted=f"[{target_vocab}]", found=str(list(t2d))))
+    lm_head = shape_of(ckpt, "lm_head.weight")
+    if lm_head is None:
+        level = problem if reduced else hint
+        out.append(level("vocab.lm_head", "no lm_head.weight" + (
+            f": the draft vocab ({draft_vocab}) differs from the target's, so the target's head cannot stand in"
+            if reduced else ": the engine uses the target's lm_head"),
+            wanted=f"lm_head.weight [{n_or_unset(draft_vocab)}, {n_or_unset(h)}]", found="absent"))
+    elif draft_vocab is not None and h is not None and lm_head != (draft_vocab, h):
+        out.append(problem("vocab.lm_head", "lm_head.weight does not match draft_vocab_size x hidden_size",
+                           wanted=f"[{draft_vocab}, {h}]", found=str(list(lm_head))))
+    else:
+        out.append(ok("vocab.lm_head", f"lm_head.weight {list(lm_head)}"))
+    embed = shape_of(ckpt, "embed_tokens.weight")
+    if embed is None:
+        out.append(hint("vocab.embed_tokens", "no embed_tokens.weight: the engine shares the target's embeddings",
+                        found="absent"))
+    elif target_vocab is not None and h is not None and embed != (target_vocab, h):
+        out.append(problem("vocab.embed_tokens", "embed_tokens.weight does not match the target vocab x hidden_size",
+                           wanted=f"[{target_vocab}, {h}]", found=str(list(embed))))
+    else:
+        out.append(ok("vocab.embed_tokens", f"embed_tokens.weight {list(embed)}"))
+    return out
+
+
+def check_attention(ckpt: Checkpoint, d: DrafterConfig, t: TargetConfig | None) -> list[Finding]:
+    h, heads = d.hidden_size, d.num_attention_heads
+    if h is None or not heads:
+        return [problem("config.attention", "the drafter config lacks hidden_size or num_attention_heads",
+                        wanted="hidden_size and num_attention_heads",
+                        found=f"hidden_size {n_or_unset(h)}, num_attention_heads {n_or_unset(heads)}")]
+    kv = d.num_key_value_heads or heads
+    head_dim = d.head_dim or h // heads
+    # EAGLE-3's decoder layer attends over [embeddings; fused hidden], hence 2 x hidden inputs.
+    expected = {
+        "self_attn.q_proj.weight": (heads * head_dim, 2 * h),
+        "self_attn.k_proj.weight": (kv * head_dim, 2 * h),
+        "self_attn.v_proj.weight": (kv * head_dim, 2 * h),
+        "self_attn.o_proj.weight": (h, heads * head_dim),
+    }
+    out: list[Finding] = []
+    for part, want in expected.items():
+        got = decoder_shape(ckpt, part)
+        if got is not None and got != want:
+            out.append(problem("shape.attention", f"{part} does not match {heads} heads x {head_dim} "
+                               f"(kv heads {kv}) on hidden {h}", wanted=str(list(want)), found=str(list(got))))
+    if not out:
+        out.append(ok("shape.attention", f"hidden {h}, {heads} heads ({kv} kv) x {head_dim} match the weights"))
+    if t is not None and t.hidden_size is not None and h != t.hidden_size and d.target_hidden_size is None:
+        out.append(hint("shape.hidden", f"drafter hidden {h} differs from the target's {t.hidden_size}",
+                        hint='state "target_hidden_size" in the drafter config'))
+    return out
+
+
+def check_context(d: DrafterConfig, t: TargetConfig | None) -> list[Finding]:
+    if t is None:
+        return []
+    out: list[Finding] = []
+    dm, tm = d.max_position_embeddings, t.max_position_embeddings
+    if dm is not None and tm is not None and dm < tm:
+        out.append(hint("context.max_position", f"the drafter was configured for {dm} positions, the target "
+                        f"serves {tm}: drafts beyond {dm} tokens of context are out of its training range",
+                        wanted=f">= {tm}", found=str(dm)))
+    for field, dv, tv in (("rope_theta", d.rope_theta, t.rope_theta),
+                          ("rope_scaling", d.rope_scaling, t.rope_scaling)):
+        if dv != tv:
+            out.append(hint(f"context.{field}", f"{field} differs from the target's (fine if the drafter was "
+                            "trained this way; the engine uses the drafter's own)",
+                            wanted=n_or_unset(tv), found=n_or_unset(dv)))
+    if not out:
+        out.append(ok("context.rope", "max_position_embeddings and rope settings match the target"))
+    return out
+
+
+def check_dtype(ckpt: Checkpoint, d: DrafterConfig) -> list[Finding]:
+    # d2t/t2d are integer/bool index maps, not weights; the engine never casts them.
+    dtypes = sorted({i.dtype for n, i in ckpt.tensors.items() if strip_model(n) not in ("d2t", "t2d")})
+    out: list[Finding] = []
+    if len(dtypes) > 1:
+        out.append(hint("dtype.mixed", "weights mix dtypes; the engine casts them all to its --dtype",
+                        found=", ".join(dtypes)))
+    declared = _TORCH_DTYPES.get(d.torch_dtype or "")
+    if declared and dtypes and declared not in dtypes:
+        out.append(hint("dtype.config", f"config says {d.torch_dtype}, the weights are {', '.join(dtypes)}",
+                        wanted=declared, found=", ".join(dtypes)))
+    d2t = next((i for n, i in ckpt.tensors.items() if strip_model(n) == "d2t"), None)
+    if d2t is not None and d2t.dtype not in ("I64", "I32"):
+        out.append(problem("dtype.d2t", "d2t holds token offsets and must be an integer tensor",
+                           wanted="I64", found=d2t.dtype))
+    if not out and dtypes:
+        out.append(ok("dtype", f"weights are {dtypes[0]}"))
+    return out

@@ -1,0 +1,397 @@
+"""`patcher drafter check|fix` against the engine release: family states, registries, aux capture.
+
+The setup cases run on the real published files (``--site`` on the cached wheel trees, as
+tests/test_cli.py does); the tables in patcher/drafter/facts.py are proven here against every
+cached release's files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from patcher.__main__ import main
+from patcher.drafter import facts
+from patcher.drafter.cli import still_wrong
+from patcher.drafter.findings import hint, problem
+from patcher.drafter.release import FamilyState, from_version
+from patcher.maintainer import wheels
+from tests.test_drafter import (
+    T,
+    check_json,
+    eagle3_config,
+    installed,
+    make_drafter,
+    make_target,
+    run,
+    speculators_config,
+)
+
+K2_LAYERS = 61
+
+
+def k2_target(root: Path) -> Path:
+    """A Kimi-K2 config: DeepseekV3ForCausalLM, language model settings at the top."""
+    folder = root / "kimi-k2"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "hidden_size": T,
+        "num_hidden_layers": K2_LAYERS, "vocab_size": 64, "max_position_embeddings": 262144,
+        "rope_theta": 50000.0}))
+    return folder
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def findings(out: str) -> dict[str, dict]:
+    return {f["code"]: f for f in json.loads(out)["findings"]}
+
+
+# --- what `patcher verify` says, on the real published files -------------------------------
+
+def test_kimi_k2_on_vllm_0_10_2_is_refused_with_the_release_to_use(tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    code, out, err = cli("drafter", "check", str(drafter), "--target", str(k2_target(tmp_path)),
+                         "--site", str(wheels.tree("vllm", "0.10.2")), "--json")
+    assert (code, err) == (1, "")
+    f = findings(out)
+    for name in ("eagle3-target-whitelist", "mla-aux-capture"):
+        assert (f[f"setup.{name}"]["level"], f[f"setup.{name}"]["found"], f[f"setup.{name}"]["hint"]) == (
+            "problem", "refused", "use vllm 0.11.1 or newer")
+    assert json.loads(out)["engine"]["source"] == "installed"
+
+
+def test_kimi_k2_on_sglang_0_5_4_has_no_deepseek_capture(tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    code, out, _ = cli("drafter", "check", str(drafter), "--target", str(k2_target(tmp_path)),
+                       "--site", str(wheels.tree("sglang", "0.5.4")), "--json")
+    assert code == 1
+    f = findings(out)["setup.k25-aux-capture"]
+    assert (f["level"], f["found"], f["hint"]) == ("problem", "refused", "use sglang 0.5.10 or newer")
+    assert f["message"].startswith("sglang/k25-aux-capture is refused on sglang 0.5.4: no DeepSeek/Kimi aux "
+                                   "hidden-state capture at all")
+
+
+def test_kimi_k25_on_sglang_without_kimi_k25_is_a_problem(tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    code, out, _ = cli("drafter", "check", str(drafter), "--target", str(make_target(tmp_path)),
+                       "--site", str(wheels.tree("sglang", "0.5.5")), "--json")
+    assert code == 1
+    assert findings(out)["target.architecture"] == {
+        "level": "problem", "code": "target.architecture",
+        "message": "sglang 0.5.5 has no model class for the target's KimiK25ForConditionalGeneration: "
+                   "the server stops at load",
+        "wanted": "a sglang release that registers KimiK25ForConditionalGeneration", "found": "sglang 0.5.5",
+        "hint": "use sglang 0.5.9 or newer"}
+
+
+def test_site_of_another_environment_after_apply_is_clean(tmp_path: Path) -> None:
+    """The README's two-environment setup: the engine lives elsewhere, patched with `apply`."""
+    site = tmp_path / "site"
+    shutil.copytree(wheels.tree("sglang", "0.5.10"), site)
+    assert cli("apply", "--engine", "sglang", "--site", str(site), "--no-probes")[0] == 0
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    code, out, err = cli("drafter", "check", str(drafter), "--target", str(make_target(tmp_path)),
+                         "--site", str(site), "--flags=--speculative-algorithm EAGLE3")
+    assert (code, err) == (0, "")
+    assert f"engine:  sglang 0.5.10 (installed at {site})\n" in out
+    assert "  ok       setup.eagle3-drafter-keys: sglang/eagle3-drafter-keys: applied (variant v1 is in place)\n" in out
+    assert "  ok       aux.capture: sglang 0.5.10 captures [2, 30, 58] in eager and graph mode" in out
+
+
+def test_lost_and_conflict_are_problems_as_verify_says(tmp_path: Path) -> None:
+    site, rel = tmp_path / "site", "sglang/srt/models/llama_eagle3.py"
+    shutil.copytree(wheels.tree("sglang", "0.5.9"), site)
+    assert cli("apply", "--engine", "sglang", "--site", str(site), "--no-probes")[0] == 0
+    shutil.copyfile(wheels.tree("sglang", "0.5.9") / rel, site / rel)  # a reinstall of that one file
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    code, out, _ = cli("drafter", "check", str(drafter), "--site", str(site), "--json")
+    f = findings(out)
+    assert code == 1
+    assert (f["setup.eagle3-drafter-keys"]["found"], f["setup.eagle3-loud-fc-skip"]["found"]) == ("lost", "lost")
+    (site / rel).write_text("# rewritten by hand\n")
+    code, out, _ = cli("drafter", "check", str(drafter), "--site", str(site), "--json")
+    f = findings(out)["setup.eagle3-drafter-keys"]
+    assert (code, f["level"], f["found"]) == (1, "problem", "conflict")
+    assert f["hint"].startswith("someone edited them")
+
+
+def test_hints_name_the_environment_given_by_site(tmp_path: Path) -> None:
+    tree = wheels.tree("sglang", "0.5.9")
+    drafter = make_drafter(tmp_path, config=speculators_config(aux=None))
+    code, out, _ = cli("drafter", "check", str(drafter), "--site", str(tree), "--json")
+    f = findings(out)
+    assert code == 1
+    assert f["setup.eagle3-drafter-keys"]["hint"] == f"run 'patcher apply --engine sglang --site {tree}'"
+    assert f["config.format"]["hint"] == (
+        f"convert it: patcher drafter fix DRAFTER --out NEW --engine sglang --site {tree}")
+
+
+def test_python_without_the_engine_is_an_error(tmp_path: Path) -> None:
+    import sys
+
+    drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
+    code, out, err = cli("drafter", "check", str(drafter), "--engine", "vllm", "--python", sys.executable)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[:3] == ["error: vllm is not installed", "  wanted: a vllm distribution",
+                                    f"  found:  none (python: {sys.executable})"]
+
+
+def test_python_of_a_second_environment(tmp_path: Path) -> None:
+    """The README's two virtualenvs: the engine is only in the second, found through its python."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    venv = tmp_path / "engine-env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    purelib = sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)})
+    shutil.copytree(wheels.tree("vllm", "0.18.0"), purelib, dirs_exist_ok=True)
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    python = str(venv / "bin" / "python")
+    code, out, err = cli("drafter", "check", str(drafter), "--target", str(k2_target(tmp_path)), "--python", python)
+    assert err == ""
+    assert f"engine:  vllm 0.18.0 (installed at {purelib})\n" in out
+    assert "  ok       setup.mla-aux-capture: vllm/mla-aux-capture: upstream (fixed upstream since 0.18.0" in out
+    # The SM120 fusion family is pending there: verify would say so, but it does not change the drafter.
+    assert "  hint     setup.sm120-allreduce-fusion: vllm/sm120-allreduce-fusion is pending on vllm 0.18.0" in out
+    assert code == 0
+
+
+def test_site_without_the_engine_is_an_error_not_none_installed(tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
+    code, out, err = run(["check", str(drafter), "--site", str(tmp_path)],
+                         detect=__import__("patcher.detect", fromlist=["x"]).drafter_detect)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[:2] == ["error: neither sglang nor vllm is installed there",
+                                    "  wanted: an sglang or vllm distribution"]
+
+
+def test_python_and_site_together_are_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = cli("drafter", "check", str(tmp_path), "--python", "python3", "--site", str(tmp_path))
+    assert code == 2
+    assert "argument --site: not allowed with argument --python" in capsys.readouterr().err
+
+
+# --- which layers the engine captures ------------------------------------------------------
+
+@pytest.mark.parametrize(("version", "ids", "eager", "graph"), [
+    ("0.5.9", [2, 30, 58], [3, 31, 59], [2, 30, 58]),   # +1, and graphs reset to the default
+    ("0.5.9", [3, 31, 57], [4, 32, 58], [2, 30, 58]),
+    ("0.5.11", [3, 31, 57], [4, 32, 58], [4, 32, 58]),  # no reset from 0.5.11, still +1
+    ("0.5.12.post1", [1, 30, 58], [2, 31, 59], [2, 31, 59]),
+    ("0.5.13", [3, 31, 57], [3, 31, 57], [3, 31, 57]),  # 0.5.13: as given unless the first id is 1
+    ("0.5.13", [1, 30, 58], [2, 31, 59], [2, 31, 59]),
+])
+def test_sglang_captures_per_mode(tmp_path: Path, version: str, ids: list[int], eager: list[int],
+                                  graph: list[int]) -> None:
+    drafter = make_drafter(tmp_path, config=speculators_config(aux=ids))
+    # As published (--engine-version): what each release does before our eagle3-aux-layer-ids family.
+    _, doc = check_json([str(drafter), "--target", str(make_target(tmp_path)), "--engine", "sglang",
+                         "--engine-version", version])
+    f = {x["code"]: x for x in doc["findings"]}["aux.capture"]
+    want_level = "ok" if eager == ids and graph == ids else "problem"
+    assert (f["level"], f["found"] if want_level == "problem" else "") == (
+        want_level, f"eager {eager}, graph {graph}" if want_level == "problem" else "")
+    if version.startswith("0.5.13"):
+        assert "0.5.13" not in f["hint"]  # never "upgrade to" the release it is on
+
+
+def test_default_ids_on_0_5_9_hint_omitting_them(tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, config=speculators_config())
+    _, doc = check_json([str(drafter), "--target", str(make_target(tmp_path)), "--engine", "sglang",
+                         "--engine-version", "0.5.9"])
+    f = {x["code"]: x for x in doc["findings"]}["aux.capture"]
+    assert (f["level"], f["message"], f["hint"]) == (
+        "problem", "sglang 0.5.9 captures [3, 31, 59] in eager mode and [2, 30, 58] with CUDA graphs (adds 1 to "
+        "every explicit id; building the CUDA graphs re-calls the setter with no ids, so graph passes capture "
+        "the default); the drafter was trained on [2, 30, 58] (vLLM and speculators take ids as given)",
+        "omit eagle_aux_hidden_state_layer_ids: they equal the engine default, which it captures as given")
+
+
+def test_aux_ids_family_applied_gives_0_5_13_semantics() -> None:
+    """When the backport family is applied (or upstream), explicit ids mean what they mean on 0.5.13."""
+    base = from_version("sglang", Version("0.5.9"))
+    base = replace(base, families=tuple(f for f in base.families if f.family.name != facts.AUX_IDS_FAMILY))
+    keys = base.families[0].family
+    aux = FamilyState(replace(keys, name=facts.AUX_IDS_FAMILY), "applied", "variant v1 is in place")
+    release = replace(base, families=(*base.families, aux))
+    cap = facts.aux_capture(release, [3, 31, 57], K2_LAYERS)
+    assert cap is not None and (cap.eager, cap.graph) == ([3, 31, 57], [3, 31, 57])
+    cap = facts.aux_capture(replace(base, families=(*base.families, replace(aux, state="pending"))),
+                            [3, 31, 57], K2_LAYERS)
+    assert cap is not None and (cap.eager, cap.graph) == ([4, 32, 58], [2, 30, 58])
+
+
+def test_vllm_captures_ids_as_given(tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=[3, 31, 57]), prefix="midlayer.")
+    _, doc = check_json([str(drafter), "--target", str(make_target(tmp_path))], installed("vllm", "0.18.0"))
+    f = {x["code"]: x for x in doc["findings"]}["aux.capture"]
+    assert (f["level"], f["message"]) == ("ok", "vllm 0.18.0 captures [3, 31, 57] in eager and graph mode "
+                                                "(ids as given)")
+
+
+# --- fc and use_aux_hidden_state ----------------------------------------------------------
+
+def test_three_layer_fc_with_use_aux_false_is_a_problem(tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, config=eagle3_config(use_aux=False), prefix="midlayer.")
+    code, doc = check_json([str(drafter), "--target", str(make_target(tmp_path))])
+    f = {x["code"]: x for x in doc["findings"]}["config.use_aux_hidden_state"]
+    assert (code, f["level"]) == (1, "problem")
+    assert f["message"] == ("eagle_config.use_aux_hidden_state is false, but fc.weight takes 24 = 3 x 8 features: "
+                            "the engine captures no aux layers, feeds the drafter the last layer only and skips fc "
+                            "without a message")
+
+
+def test_one_layer_drafter_with_use_aux_false_is_fine(tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None, use_aux=False), prefix="midlayer.", fc_in=T)
+    code, doc = check_json([str(drafter), "--target", str(make_target(tmp_path))])
+    assert [f["code"] for f in doc["findings"] if f["level"] == "problem"] == []
+    assert code == 0
+
+
+# --- MLA (DeepSeek-architecture) EAGLE-3 drafters ------------------------------------------
+
+@pytest.mark.parametrize(("engine", "version", "arch", "level", "want_hint"), [
+    ("vllm", "0.17.1", "Eagle3DeepseekV2ForCausalLM", "problem", "use vllm 0.18.0 or newer"),
+    ("vllm", "0.18.0", "Eagle3DeepseekV3ForCausalLM", "ok", ""),
+    ("sglang", "0.5.11", "Eagle3DeepseekV2ForCausalLM", "problem", "use sglang 0.5.12 or newer"),
+    ("sglang", "0.5.12", "Eagle3DeepseekV2ForCausalLM", "ok", ""),
+    ("sglang", "0.5.23", "Eagle3DeepseekV3ForCausalLM", "problem",
+     'SGLang registers the MLA drafter only as "Eagle3DeepseekV2ForCausalLM" (from 0.5.12): rename the architecture'),
+])
+def test_mla_drafter_architecture(tmp_path: Path, engine: str, version: str, arch: str, level: str,
+                                  want_hint: str) -> None:
+    config = {**eagle3_config(), "architectures": [arch]}
+    drafter = make_drafter(tmp_path, config=config, prefix="midlayer.")
+    _, doc = check_json([str(drafter)], installed(engine, version))
+    f = {x["code"]: x for x in doc["findings"]}["config.format"]
+    assert (f["level"], f["hint"]) == (level, want_hint)
+
+
+def test_a_release_older_than_the_table_is_unknown_not_unregistered(tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    _, doc = check_json([str(drafter), "--target", str(k2_target(tmp_path)), "--engine", "sglang",
+                         "--engine-version", "0.4.10"])
+    f = {x["code"]: x for x in doc["findings"]}
+    assert (f["config.format"]["level"], f["target.architecture"]["level"]) == ("hint", "hint")
+
+
+# --- fix: exits with what check says of the copy ---------------------------------------------
+
+def test_fix_exits_1_and_lists_what_the_copy_still_gets_wrong(tmp_path: Path) -> None:
+    drafter, new = make_drafter(tmp_path, config=speculators_config(aux=[3, 31, 57])), tmp_path / "new"
+    code, out, _ = run(["fix", str(drafter), "--out", str(new), "--target", str(make_target(tmp_path)), "--json",
+                        "--engine", "sglang", "--engine-version", "0.5.9"])
+    doc = json.loads(out)
+    assert (code, doc["exit"]) == (1, 1)
+    (aux,) = [p for p in doc["problems"] if p["code"] == "aux.capture"]
+    assert aux["found"] == "eager [4, 32, 58], graph [2, 30, 58]"
+    assert {p["code"] for p in doc["problems"]} - {"aux.capture"} == {
+        p["code"] for p in doc["problems"] if p["code"].startswith("setup.")}  # the rest: the published files
+    assert (new / "config.json").is_file()  # the copy is kept
+
+
+def test_fix_leaves_default_ids_out_where_the_release_moves_them(tmp_path: Path) -> None:
+    drafter, new = make_drafter(tmp_path, config=speculators_config()), tmp_path / "new"
+    _, out, _ = run(["fix", str(drafter), "--out", str(new), "--target", str(make_target(tmp_path)),
+                     "--engine", "sglang", "--engine-version", "0.5.9"])
+    assert ("  aux layer ids [2, 30, 58] left out: they are sglang 0.5.9's default, and written out it would "
+            "capture [3, 31, 59] (eager), [2, 30, 58] (graphs)") in out.splitlines()
+    assert "eagle_aux_hidden_state_layer_ids" not in json.loads((new / "config.json").read_text())["eagle_config"]
+
+
+def test_a_rewrite_never_turns_a_problem_into_a_hint() -> None:
+    before = [problem("aux.capture", "captures other layers"), problem("keys.decoder_prefix", "skipped")]
+    after = [hint("aux.capture", "captures other layers (now only a hint)")]
+    (kept,) = still_wrong(before, after)
+    assert (kept.code, kept.level) == ("aux.capture", "problem")
+
+
+def test_fix_output_folder_follows_the_umask(tmp_path: Path) -> None:
+    drafter, new = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer."), tmp_path / "new"
+    old = os.umask(0o022)
+    try:
+        run(["fix", str(drafter), "--out", str(new)], installed("sglang", "0.5.12"))
+    finally:
+        os.umask(old)
+    assert new.stat().st_mode & 0o777 == 0o755
+    assert {(p.stat().st_mode & 0o777) for p in new.iterdir()} == {0o644}
+
+
+# --- launch flags and messages ---------------------------------------------------------------
+
+def test_vllm_takes_speculative_config_with_an_underscore(tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
+    flags = """--speculative_config '{"method": "eagle3", "num_speculative_tokens": 3}'"""
+    _, doc = check_json([str(drafter), "--engine", "vllm", f"--flags={flags}"])
+    f = {x["code"]: x for x in doc["findings"]}["flags.algorithm"]
+    assert (f["level"], f["message"]) == ("ok", '"method": "eagle3" matches the EAGLE-3 drafter')
+    _, doc = check_json([str(drafter), f"--flags={flags}"])  # and it tells the engine
+    assert "flags.algorithm" in {x["code"] for x in doc["findings"]}
+
+
+def test_no_finding_prints_none(tmp_path: Path) -> None:
+    config = eagle3_config()
+    del config["hidden_size"]
+    config["rope_theta"] = None
+    drafter = make_drafter(tmp_path, config=config, prefix="midlayer.")
+    code, out, _ = run(["check", str(drafter), "--target", str(make_target(tmp_path))])
+    assert code == 1
+    assert "None" not in out
+    spec = speculators_config()
+    del spec["speculators_model_type"]
+    other = make_drafter(tmp_path, "spec", config=spec)
+    code, out, _ = run(["check", str(other), "--engine", "vllm", "--engine-version", "0.18.0"])
+    assert code == 1 and "None" not in out and "found:  (not set)" in out
+
+
+# --- the two tables in facts.py, proven on every cached release ---------------------------
+
+def _trees(engine: str) -> list[tuple[Version, Path]]:
+    found = [(Version(p.name.split("-", 1)[1]), p) for p in wheels.TREES.glob(f"{engine}-*")
+             if (p / ".complete").exists()]
+    return sorted(t for t in found if t[0] >= Version(wheels.WINDOW[engine]))
+
+
+def _registers(engine: str, tree: Path, arch: str) -> bool:
+    if engine == "vllm":
+        return f'"{arch}":' in (tree / "vllm/model_executor/models/registry.py").read_text()
+    pattern = re.compile(rf"^class {arch}\(|^{arch} = ", re.M)
+    return any(pattern.search(f.read_text(errors="replace")) for f in (tree / "sglang/srt/models").glob("*.py"))
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_registered_since_matches_every_release(engine: str) -> None:
+    trees = _trees(engine)
+    assert len(trees) > 10
+    for version, tree in trees:
+        release = from_version(engine, version)
+        for arch in facts.REGISTERED_SINCE[engine]:
+            assert facts.registers(release, arch) == _registers(engine, tree, arch), (version, arch)
+
+
+def test_sglang_aux_rule_matches_every_release() -> None:
+    for version, tree in _trees("sglang"):
+        models = (tree / "sglang/srt/models/deepseek_v2.py").read_text()
+        if "def set_eagle3_layers_to_capture" not in models:
+            assert facts.shift_rule(from_version("sglang", version)) is None, version
+            continue
+        # CudaGraphRunner.__init__ (and from 0.5.6 ModelRunner._dummy_run): an argument-less re-call.
+        recall = any("model.set_eagle3_layers_to_capture()" in f.read_text()
+                     for f in (tree / "sglang/srt/model_executor").rglob("*.py"))
+        shift = "first-is-1" if "if layer_ids and layer_ids[0] == 1:" in models else "all"
+        assert facts.shift_rule(from_version("sglang", version)) == (recall, shift), version
