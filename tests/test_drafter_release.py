@@ -180,10 +180,11 @@ def test_site_without_the_engine_is_an_error_not_none_installed(tmp_path: Path) 
                                     "  wanted: an sglang or vllm distribution"]
 
 
-def test_python_and_site_together_are_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, _ = cli("drafter", "check", str(tmp_path), "--python", "python3", "--site", str(tmp_path))
-    assert code == 2
-    assert "argument --site: not allowed with argument --python" in capsys.readouterr().err
+def test_python_and_site_together_are_a_usage_error(tmp_path: Path) -> None:
+    code, out, err = cli("drafter", "check", str(tmp_path), "--python", "python3", "--site", str(tmp_path))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == ["error: usage: argument --site: not allowed with argument --python",
+                                "  hint:   'patcher drafter check --help' lists the flags and their defaults"]
 
 
 # --- which layers the engine captures ------------------------------------------------------
