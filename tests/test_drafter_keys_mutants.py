@@ -108,6 +108,8 @@ def test_every_hunk_is_caught_by_a_probe(variant, version, tmp_path):
     line = [ln for ln in run.stdout.splitlines() if ln.startswith("RESULT ")]
     assert line, run.stderr[-3000:]
     failed = json.loads(line[0][len("RESULT "):])
+    for label, bad in failed.items():  # the table: what caught each mutant (pytest -s shows it)
+        sys.stderr.write(f"{variant} on {version}: {label}: {bad[0] if bad else 'NOT DETECTED'}\n")
     sys.stderr.write(f"{variant} on {version}: {len(files) - 2} mutants run, {len(refused)} refused to apply\n")
     assert failed["pristine"], "the probes pass on the published files"
     assert not failed.pop("full"), f"the full patch fails: {failed}"
