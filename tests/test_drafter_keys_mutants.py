@@ -89,6 +89,15 @@ def test_every_hunk_is_caught_by_a_probe(variant, version, tmp_path):
     for fp in patches:
         for i in range(len(fp.hunks)):
             cases[f"without {fp.path} hunk {i + 1}"] = _texts(tree, patches, (fp.path, i))
+    # Finer than a hunk, issue #13's case: the stacked (q/k/v/gate/up) branch no longer records
+    # the key it could not place, while everything else stays patched.
+    full = cases["full"]
+    assert full is not None
+    llama = "sglang/srt/models/llama_eagle3.py"
+    record = "                else:\n                    unmatched.append(ckpt_name)\n                break\n"
+    assert full[llama].count(record) == 1
+    unrecorded = full[llama].replace(record, "                break\n")
+    cases["without the stacked-branch record"] = dict(full, **{llama: unrecorded})
     refused = [label for label, texts in cases.items() if texts is None]
     files = {}
     for label, texts in cases.items():
