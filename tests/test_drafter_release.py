@@ -396,3 +396,10 @@ def test_sglang_aux_rule_matches_every_release() -> None:
                      for f in (tree / "sglang/srt/model_executor").rglob("*.py"))
         shift = "first-is-1" if "if layer_ids and layer_ids[0] == 1:" in models else "all"
         assert facts.shift_rule(from_version("sglang", version)) == (recall, shift), version
+
+
+def test_sglang_native_layers0_matches_every_release() -> None:
+    # facts.SGLANG_MAPS_LAYERS0: from that release the Llama drafter maps layers.0.* itself.
+    for version, tree in _trees("sglang"):
+        native = "legacy_name_map" in (tree / "sglang/srt/models/llama_eagle3.py").read_text()
+        assert (version >= facts.SGLANG_MAPS_LAYERS0) == native, version

@@ -65,16 +65,26 @@ def registers(release: Release, arch: str) -> bool | None:
     return since is not None and release.version >= since
 
 
+# SGLang maps `layers.0.*` itself from 0.5.12 (legacy_name_map, #24663): our v2 of
+# eagle3-drafter-keys only makes that loader loud, so its state says nothing about key names there.
+SGLANG_MAPS_LAYERS0 = Version("0.5.12")
+
+
+def _native_layers0(release: Release) -> bool:
+    return release.name == "sglang" and release.version is not None and release.version >= SGLANG_MAPS_LAYERS0
+
+
 def loader_accepts(release: Release) -> frozenset[str] | None:
     """Decoder-layer key prefixes the release's drafter loader maps onto its parameters."""
     state = release.state(KEYS_FAMILY)
     if state is None:
         return None
-    return frozenset({MIDLAYER, LAYERS0}) if state in ("applied", "upstream") else frozenset({MIDLAYER})
+    both = state in ("applied", "upstream") or _native_layers0(release)
+    return frozenset({MIDLAYER, LAYERS0}) if both else frozenset({MIDLAYER})
 
 
 def accepts_via_our_patch(release: Release, scheme: str) -> bool:
-    return scheme == LAYERS0 and release.state(KEYS_FAMILY) == "applied"
+    return scheme == LAYERS0 and release.state(KEYS_FAMILY) == "applied" and not _native_layers0(release)
 
 
 def unknown_keys_fail_loudly(release: Release) -> bool:
@@ -95,8 +105,8 @@ def max_decoder_layers(release: Release) -> int | None:
         return None
     if release.name == "vllm":
         return 1 if release.version < Version("0.11.1") else None
-    # 0.5.12 (the upstream state of eagle3-drafter-keys) moved from self.midlayer to self.layers.
-    return None if release.state(KEYS_FAMILY) == "upstream" else 1
+    # 0.5.12 moved from self.midlayer to self.layers (with the layers.0 name map).
+    return None if _native_layers0(release) else 1
 
 
 def default_aux_layer_ids(num_layers: int) -> list[int]:
