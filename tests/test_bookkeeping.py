@@ -1,0 +1,181 @@
+"""Our own bookkeeping (``<site>/.kimi-patcher/``: lock, journal, backups, state) is untrusted input.
+
+On a real published SGLang release (0.5.9: its dist-info, RECORD and every file our SGLang
+families read, copied into a temporary site tree), a forged journal must not make recovery
+write outside site-packages, and arbitrary bytes or JSON in any of our files must give a
+one-line error or a documented recovery, never a traceback, never a write outside RECORD.
+The figures of the hostile-input campaign are printed at the end of the module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from patcher import manifest, write
+from patcher.__main__ import main
+from patcher.engines import sha256_record
+
+pytestmark = pytest.mark.wheels
+
+ENGINE, VERSION = "sglang", "0.5.9"
+TARGET = "sglang/srt/models/llama_eagle3.py"  # patched on 0.5.9 by eagle3-drafter-keys
+FIGURES = {"hostile inputs": 0, "tracebacks": 0, "writes outside RECORD": 0, "left unrevertable": 0}
+
+
+def _files_we_read() -> set[str]:
+    out = set()
+    for fam in manifest.load_all(manifest.PATCHES, (ENGINE,)):
+        for v in fam.variants:
+            out |= {fp.path for fp in fam.patches[v.id]}
+        for entry in (*fam.upstream, *fam.refused):
+            out |= {ev.file for ev in entry.evidence}
+    return out
+
+
+@pytest.fixture(scope="module")
+def release_site(tmp_path_factory) -> Path:
+    from patcher.maintainer import wheels
+
+    src = wheels.tree(ENGINE, VERSION)
+    dest = tmp_path_factory.mktemp("release") / "site"
+    for info in src.glob(f"{ENGINE}-*.dist-info"):
+        shutil.copytree(info, dest / info.name)
+    for rel in _files_we_read():
+        if (src / rel).exists():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src / rel, dest / rel)
+    return dest
+
+
+@pytest.fixture
+def box(release_site, tmp_path) -> Path:
+    """tmp_path holding ``site`` (a copy of the release) and ``outside`` (a sentinel folder)."""
+    shutil.copytree(release_site, tmp_path / "site")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "sentinel").write_bytes(b"untouched\n")
+    return tmp_path
+
+
+def snapshot(root: Path, skip_ours: bool = False) -> dict[str, str]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if skip_ours and write.DIRNAME in p.parts:
+            continue
+        key = str(p.relative_to(root))
+        if p.is_symlink():
+            out[key] = "->" + os.readlink(p)
+        elif p.is_file():
+            out[key] = hashlib.sha256(p.read_bytes()).hexdigest()
+        elif p.is_dir():
+            out[key] = "dir"
+    return out
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    """The CLI in-process; an exception escaping main() is what a user would see as a traceback."""
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        code = main(list(argv), out=out, err=err)
+    except BaseException as exc:  # noqa: BLE001 - counting tracebacks is the point
+        return -1, out.getvalue(), f"Traceback: {type(exc).__name__}: {exc}"
+    return code, out.getvalue(), err.getvalue()
+
+
+def run(action: str, site: Path, *extra: str) -> tuple[int, str, str]:
+    return cli(action, "--engine", ENGINE, "--site", str(site), "--no-probes", *extra)
+
+
+def assert_clean_error(code: int, err: str) -> None:
+    assert code == 2, (code, err)
+    lines = err.splitlines()
+    assert lines[0].startswith("error: ") and "Traceback" not in err, err
+    assert any(ln.strip().startswith(("wanted:", "found:")) for ln in lines[1:]), err
+    assert any(ln.strip().startswith("hint:") for ln in lines[1:]), err
+
+
+def plant_journal(site: Path, entries: list[dict], payload: bytes = b"planted\n") -> Path:
+    txn = site / write.DIRNAME / f"{ENGINE}.txn"
+    txn.mkdir(parents=True)
+    (txn / "0.orig").write_bytes(payload)
+    full = [dict({"old": sha256_record(payload), "new": sha256_record(b""), "backup": "0.orig", "mode": 0o644}, **e)
+            for e in entries]
+    (txn / "journal.json").write_text(json.dumps({"engine": ENGINE, "state_before": False, "files": full}))
+    return txn
+
+
+# --------------------------------------------------------------------------------------------
+# 1. A forged journal: recovery writes only RECORD files inside site-packages, never through symlinks.
+
+def _attack(box: Path, kind: str) -> tuple[list[dict], Path]:
+    site, outside = box / "site", box / "outside"
+    if kind == "dotdot":
+        return [{"rel": os.path.relpath(outside / "x", site)}], outside / "x"
+    if kind == "absolute":
+        return [{"rel": str(outside / "x")}], outside / "x"
+    if kind == "inner-dotdot":
+        return [{"rel": "sglang/../../outside/x"}], outside / "x"
+    if kind == "not-in-record":
+        return [{"rel": "sglang/srt/models/new_module.py"}], site / "sglang/srt/models/new_module.py"
+    if kind == "symlinked-dir":  # a RECORD file reached through a folder that now points outside
+        models = site / "sglang/srt/models"
+        shutil.move(str(models), outside / "models")
+        models.symlink_to(outside / "models")
+        (outside / "models" / "llama_eagle3.py").unlink()
+        return [{"rel": TARGET}], outside / "models" / "llama_eagle3.py"
+    if kind == "symlinked-file":
+        (site / TARGET).unlink()
+        (site / TARGET).symlink_to(outside / "y")
+        return [{"rel": TARGET}], outside / "y"
+    if kind == "backup-outside":  # a backup name that climbs out: an outside file moved into the engine
+        (outside / "payload").write_bytes(b"planted\n")
+        (site / TARGET).write_bytes(b"# edited\n")
+        return [{"rel": TARGET, "backup": "../../../outside/payload"}], site / TARGET
+    raise AssertionError(kind)
+
+
+ATTACKS = ["dotdot", "absolute", "inner-dotdot", "not-in-record", "symlinked-dir", "symlinked-file", "backup-outside"]
+
+
+@pytest.mark.parametrize("action", ["apply", "revert"])
+@pytest.mark.parametrize("kind", ATTACKS)
+def test_forged_journal_is_refused_and_changes_nothing(box, kind, action):
+    entries, victim = _attack(box, kind)
+    plant_journal(box / "site", entries)
+    existed = victim.exists() or victim.is_symlink()
+    before = snapshot(box)
+    code, _, err = run(action, box / "site")
+    FIGURES["hostile inputs"] += 1
+    assert_clean_error(code, err)
+    if not existed:
+        assert not victim.exists(), f"{victim} was written"
+    after = {k: v for k, v in snapshot(box).items() if not k.endswith(".lock")}
+    assert after == {k: v for k, v in before.items() if not k.endswith(".lock")}, "something changed"
+
+
+def test_symlinked_bookkeeping_folder_is_refused(box):
+    site, outside = box / "site", box / "outside"
+    (site / write.DIRNAME).symlink_to(outside, target_is_directory=True)
+    before = snapshot(box)
+    code, _, err = run("apply", site)
+    FIGURES["hostile inputs"] += 1
+    assert_clean_error(code, err)
+    assert snapshot(box) == before
+
+
+def test_planted_symlink_at_a_temporary_name_is_not_followed(box):
+    """A symlink where apply writes its temporary must be replaced, not written through."""
+    site, outside = box / "site", box / "outside"
+    tmp = write._tmp_for(site / TARGET)
+    tmp.symlink_to(outside / "sentinel")
+    code, _, err = run("apply", site)
+    FIGURES["hostile inputs"] += 1
+    assert code in (0, 1) and "Traceback" not in err, err
+    assert (outside / "sentinel").read_bytes() == b"untouched\n"
+    assert run("revert", site)[0] == 0
