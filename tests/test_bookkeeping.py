@@ -179,3 +179,145 @@ def test_planted_symlink_at_a_temporary_name_is_not_followed(box):
     assert code in (0, 1) and "Traceback" not in err, err
     assert (outside / "sentinel").read_bytes() == b"untouched\n"
     assert run("revert", site)[0] == 0
+
+
+# --------------------------------------------------------------------------------------------
+# 2. Arbitrary JSON and bytes in each of our files: clear errors or recovery, never a traceback.
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FAMILY = "sglang/eagle3-drafter-keys"
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+                    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=12), kids, max_size=4),
+                    max_leaves=12)
+
+
+@pytest.fixture(scope="module")
+def starts(release_site, tmp_path_factory) -> dict[str, Path]:
+    """The release pristine, and with our patches applied (state file written)."""
+    root = tmp_path_factory.mktemp("starts")
+    pristine, applied = root / "pristine", root / "applied"
+    shutil.copytree(release_site, pristine)
+    shutil.copytree(release_site, applied)
+    assert run("apply", applied)[0] == 0
+    return {"pristine": pristine, "applied": applied}
+
+
+def _valid(kind: str, applied: Path) -> object:
+    """The document patcher itself writes for ``kind``, to mutate one field of."""
+    if kind in ("state", "state.orig"):
+        return json.loads((applied / write.DIRNAME / f"{ENGINE}.json").read_text())
+    patched = (applied / TARGET).read_bytes()
+    return {"engine": ENGINE, "state_before": False, "files": [
+        {"rel": TARGET, "old": sha256_record(patched), "new": sha256_record(b"x"), "backup": "0.orig", "mode": 420}]}
+
+
+def _mutate(doc: object, path: list[int], value: object) -> object:
+    """``doc`` with the node chosen by ``path`` (indices into each level's keys) replaced by ``value``."""
+    if not path or not isinstance(doc, (dict, list)) or not doc:
+        return value
+    keys = list(doc.keys()) if isinstance(doc, dict) else list(range(len(doc)))
+    key = keys[path[0] % len(keys)]
+    copy = dict(doc) if isinstance(doc, dict) else list(doc)
+    copy[key] = _mutate(doc[key], path[1:], value)  # type: ignore[index]
+    return copy
+
+
+HOSTILE = st.one_of(
+    st.binary(max_size=200).map(lambda b: ("bytes", b, [])),
+    JSON.map(lambda v: ("json", v, [])),
+    st.tuples(st.lists(st.integers(0, 7), min_size=1, max_size=5), JSON).map(lambda t: ("mutant", t[1], t[0])),
+)
+FILES = ["state", "journal", "backup", "state.orig", "lock"]
+
+
+def _plant(site: Path, applied: Path, which: str, how: tuple) -> None:
+    kind, value, path = how
+    home = site / write.DIRNAME
+    txn = home / f"{ENGINE}.txn"
+    if which in ("backup", "state.orig") or (which == "journal" and kind == "mutant"):
+        txn.mkdir(parents=True, exist_ok=True)  # a run killed after its renames: the journal and its backup
+        (txn / "journal.json").write_text(json.dumps(_valid("journal", applied)))
+        (txn / "0.orig").write_bytes((applied / TARGET).read_bytes())
+    if kind == "bytes":
+        data = value
+    else:
+        data = json.dumps(_mutate(_valid(which, applied), path, value) if kind == "mutant" else value).encode()
+    dest = {"state": home / f"{ENGINE}.json", "journal": txn / "journal.json", "backup": txn / "0.orig",
+            "state.orig": txn / "state.orig", "lock": home / f"{ENGINE}.lock"}[which]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(data)
+
+
+def _record(site: Path) -> dict[str, str]:
+    (info,) = site.glob(f"{ENGINE}-*.dist-info")
+    from patcher.engines import _record as parse
+
+    return parse(info)
+
+
+@pytest.mark.parametrize("which", FILES)
+def test_hostile_bookkeeping_never_tracebacks_nor_writes_outside_record(starts, tmp_path_factory, which):
+    record = _record(starts["pristine"])
+
+    @settings(max_examples=40, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(start=st.sampled_from(["pristine", "applied"]), how=HOSTILE)
+    def one(start, how):
+        box = tmp_path_factory.mktemp("h")
+        site, outside = box / "site", box / "outside"
+        shutil.copytree(starts[start], site)
+        outside.mkdir()
+        (outside / "sentinel").write_bytes(b"untouched\n")
+        _plant(site, starts["applied"], which, how)
+        before = snapshot(box, skip_ours=True)
+        FIGURES["hostile inputs"] += 1
+        errors = []
+        for action in ("verify", "apply", "verify", "revert"):
+            code, _, err = run(action, site)
+            if code not in (0, 1, 2) or "Traceback" in err:
+                FIGURES["tracebacks"] += 1
+                pytest.fail(f"{which} {how!r}: {action} -> {code}: {err}")
+            if code == 2:
+                assert_clean_error(code, err)
+                errors.append(err)
+        after = snapshot(box, skip_ours=True)
+        stray = sorted(k for k in before.keys() | after.keys()
+                       if before.get(k) != after.get(k) and k.removeprefix("site/") not in record)
+        if stray:
+            FIGURES["writes outside RECORD"] += 1
+            pytest.fail(f"{which} {how!r}: written outside RECORD: {stray}")
+        if errors:  # every error here names our file or folder and says to delete it
+            assert all(write.DIRNAME in e and "delete" in e for e in errors), errors
+            shutil.rmtree(site / write.DIRNAME)
+        code, _, err = run("revert", site)
+        if code != 0 or any(sha256_record((site / rel).read_bytes()) != record[rel]
+                            for rel in _files_we_read() if (site / rel).exists()):
+            FIGURES["left unrevertable"] += 1
+            pytest.fail(f"{which} {how!r}: revert after the campaign: {code} {err}")
+        shutil.rmtree(box)
+
+    one()
+
+
+ISSUE_CASES = [("state", b"[]"), ("state", b'{"families": []}'), ("journal", b"garbage"),
+               ("journal", b'{"files": 3}'), ("journal", b"[1, 2]")]
+
+
+@pytest.mark.parametrize("which,data", ISSUE_CASES, ids=[f"{w}-{d.decode()}" for w, d in ISSUE_CASES])
+def test_shapes_from_the_issue_give_one_line_errors(starts, tmp_path, which, data):
+    site = tmp_path / "site"
+    shutil.copytree(starts["applied"], site)
+    _plant(site, starts["applied"], which, ("bytes", data, []))
+    FIGURES["hostile inputs"] += 1
+    for action in ("verify", "apply", "revert") if which == "state" else ("apply", "revert"):
+        code, _, err = run(action, site)
+        assert_clean_error(code, err)
+        assert "delete" in err and write.DIRNAME in err, err
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _figures():
+    yield
+    print("\nbookkeeping campaign: " + ", ".join(f"{k}: {v}" for k, v in FIGURES.items()))
