@@ -172,3 +172,42 @@ def test_interpreters_run_concurrently(runner_env, tmp_path):
     finally:
         for name in ("nap1", "nap2"):
             (site / toy.ENGINE / f"{name}.py").unlink()
+
+
+# --------------------------------------------------------------------------------------------
+# The engine installed without its dependencies (the README's Docker build-stage path), on every
+# covered release line: every probe reports the missing dependency, none is poisoned into "failed".
+
+NO_DEPS = [("sglang", "0.5.9"), ("sglang", "0.5.11"), ("sglang", "0.5.23"), ("vllm", "0.15.1"), ("vllm", "0.33.0")]
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("engine,version", NO_DEPS, ids=[f"{e}-{v}" for e, v in NO_DEPS])
+def test_engine_without_dependencies_every_probe_not_importable(engine, version, tmp_path):
+    import io
+    import json
+    import shutil
+    import sys
+
+    from patcher.__main__ import main
+    from patcher.maintainer import wheels
+    from tests.support.probe_ids import expected
+
+    python = toy.make_venv(tmp_path / "venv")
+    if engine == "sglang":  # exactly the README's build-stage install
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+                        "--no-compile", f"{engine}=={version}"], check=True, capture_output=True)
+    else:  # vLLM's wheel is ~340 MB of kernels that never load here: its sources and dist-info suffice
+        site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   capture_output=True, text=True, check=True).stdout.strip())
+        tree = wheels.tree(engine, version)
+        for d in (tree / engine, *tree.glob(f"{engine}-*.dist-info")):
+            shutil.copytree(d, site / d.name)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["apply", "--engine", engine, "--python", str(python), "--json"], out=out, err=err)
+    (report,) = json.loads(out.getvalue())
+    ran = {(f["id"], p["id"]): (p["status"], p["detail"]) for f in report["families"] for p in f["probes"]}
+    assert set(ran) == expected(engine, version), ran
+    assert all(status == "not importable" for status, _ in ran.values()), ran
+    assert len({detail for _, detail in ran.values()}) == 1, ran  # the same missing dependency, alone or not
+    assert code == 0, err
