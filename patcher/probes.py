@@ -5,8 +5,10 @@ it. Probes that import the same module after the same preloads share one interpr
 every other pair is isolated, because a failed import leaves a half-imported package in
 ``sys.modules`` (SGLang >= 0.5.11 without numpy: the first probe is "missing module numpy",
 every later one "KeyError: 'sglang'"). So a probe's outcome does not depend on which
-probes ran before it. Groups run concurrently, up to one per CPU, within one total timeout. Three outcomes besides "passed": "failed" (the check or the import raised), and
-"not importable here" when a dependency outside the engine is missing (a CPU-only
+probes ran before it. Groups run concurrently, up to one per CPU, within one total timeout.
+
+Three outcomes besides "passed": "failed" (the check or the import raised, the interpreter
+died or timed out), and "not importable here" when a dependency outside the engine is missing (a CPU-only
 build stage without CUDA libraries, say), which ``--strict`` makes fatal. The runner
 also checks that the module came from the file we patched: a second copy earlier on
 sys.path is the classic "the patch did not take effect".
@@ -43,9 +45,11 @@ except ModuleNotFoundError as e:
     failure = dict(status="failed" if inside else "not importable",
                    detail=("module %s is missing from the engine" if inside else "missing module %s") % e.name)
 except (ImportError, OSError) as e:
-    failure = dict(status="not importable", detail="%s: %s" % (type(e).__name__, (str(e).splitlines() or [""])[0][:300]))
+    line = (str(e).splitlines() or [""])[0][:300]
+    failure = dict(status="not importable", detail="%s: %s" % (type(e).__name__, line))
 except BaseException as e:
-    failure = dict(status="failed", detail="importing %s raised %s: %s" % (first["module"], type(e).__name__, str(e)[:300]))
+    failure = dict(status="failed",
+                   detail="importing %s raised %s: %s" % (first["module"], type(e).__name__, str(e)[:300]))
 results = []
 for i, p in enumerate(req["probes"]):
     r = dict(failure)

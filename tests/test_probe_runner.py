@@ -27,7 +27,8 @@ def family(root: Path, probe_rows: list[tuple[str, str]]) -> Path:
     fam = root / toy.ENGINE / "fix"
     fam.mkdir(parents=True, exist_ok=True)
     head = toy.MANIFEST.split("[[probe]]")[0]
-    rows = "".join(f'\n[[probe]]\nid = "{pid}"\nmodule = "{mod}"\ncheck = "{"value_is_2" if mod.endswith("core") else "imports"}"'
+    check = {True: "value_is_2", False: "imports"}
+    rows = "".join(f'\n[[probe]]\nid = "{pid}"\nmodule = "{mod}"\ncheck = "{check[mod.endswith("core")]}"'
                    f'\nwhen = ["v1"]\n' for pid, mod in probe_rows)
     (fam / "patch.toml").write_text(head + rows)
     (fam / "v1.diff").write_text(toy.DIFF)

@@ -20,7 +20,6 @@ from patcher.__main__ import main
 from patcher.maintainer import cpu_env
 from tests.support.probe_ids import expected
 
-
 # Covered releases no CPU env line reaches (patcher/maintainer/cpu_envs/NOTES.md): declared here,
 # so a release silently falling out of the real-import proof fails test_every_probed_entry_is_covered.
 WITHOUT_CPU_ENV = {"vllm": {"0.9.0", "0.9.0.1", "0.9.1", "0.9.2"}, "sglang": set()}
@@ -53,7 +52,7 @@ def _cover(engine: str) -> list[str]:
     while todo:
         # the release covering most remaining entries; ties go to the newest
         counts = {}
-        for key, vs in todo.items():
+        for vs in todo.values():
             for v in vs:
                 counts[v] = counts.get(v, 0) + 1
         best = max(counts, key=lambda v: (counts[v], Version(v)))
