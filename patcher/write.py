@@ -56,6 +56,7 @@ def _tmp_for(target: Path) -> Path:
 
 def read_state(install: Install) -> dict[str, dict]:
     path = _state_file(install)
+    _own_dir(home(install), install)
     try:
         raw = _read_own(path)
     except FileNotFoundError:

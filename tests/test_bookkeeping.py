@@ -162,10 +162,12 @@ def test_forged_journal_is_refused_and_changes_nothing(box, kind, action):
 def test_symlinked_bookkeeping_folder_is_refused(box):
     site, outside = box / "site", box / "outside"
     (site / write.DIRNAME).symlink_to(outside, target_is_directory=True)
+    (outside / f"{ENGINE}.json").write_text(json.dumps({"engine": ENGINE, "version": VERSION, "families": {}}))
     before = snapshot(box)
-    code, _, err = run("apply", site)
-    FIGURES["hostile inputs"] += 1
-    assert_clean_error(code, err)
+    for action in ("apply", "verify", "revert"):
+        code, _, err = run(action, site)
+        FIGURES["hostile inputs"] += 1
+        assert_clean_error(code, err)
     assert snapshot(box) == before
 
 

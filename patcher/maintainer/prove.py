@@ -73,12 +73,16 @@ def prove(engine: str, version: str, keep: bool = False, say: Callable[[str], No
     return code
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m patcher.maintainer.prove", description=__doc__.split("\n\n")[0])
     ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
     ap.add_argument("--version", default="0.5.9", help="a published release of the engine")
     ap.add_argument("--keep", action="store_true", help="leave the environment patched")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         return prove(args.engine, args.version, args.keep, say=lambda line: print(line, flush=True))
     except ValueError as exc:  # no CPU env line reaches this release
