@@ -11,6 +11,8 @@ Protocol (each step survives a SIGKILL):
 
 Our only files outside the engine's own are in ``<site>/.kimi-patcher/``: lock,
 journal, backups and the state file that lets ``verify`` tell "lost" from "pending".
+What we read back from there is untrusted (bookkeeping.py validates it, paths included),
+and nothing there is read or written through a symlink.
 """
 
 from __future__ import annotations
