@@ -39,11 +39,10 @@ def _files_we_read() -> set[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def release_site(tmp_path_factory) -> Path:
+def _release_site(tmp_path_factory, version: str) -> Path:
     from patcher.maintainer import wheels
 
-    src = wheels.tree(ENGINE, VERSION)
+    src = wheels.tree(ENGINE, version)
     dest = tmp_path_factory.mktemp("release") / "site"
     for info in src.glob(f"{ENGINE}-*.dist-info"):
         shutil.copytree(info, dest / info.name)
@@ -52,6 +51,16 @@ def release_site(tmp_path_factory) -> Path:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src / rel, dest / rel)
     return dest
+
+
+@pytest.fixture(scope="module")
+def release_site(tmp_path_factory) -> Path:
+    return _release_site(tmp_path_factory, VERSION)
+
+
+@pytest.fixture(scope="module", params=[VERSION, "0.5.10.post1"])  # the two releases the issue tried
+def attacked_site(request, tmp_path_factory) -> Path:
+    return _release_site(tmp_path_factory, request.param)
 
 
 @pytest.fixture
@@ -145,7 +154,11 @@ ATTACKS = ["dotdot", "absolute", "inner-dotdot", "not-in-record", "symlinked-dir
 
 @pytest.mark.parametrize("action", ["apply", "revert"])
 @pytest.mark.parametrize("kind", ATTACKS)
-def test_forged_journal_is_refused_and_changes_nothing(box, kind, action):
+def test_forged_journal_is_refused_and_changes_nothing(attacked_site, tmp_path, kind, action):
+    box = tmp_path
+    shutil.copytree(attacked_site, box / "site")
+    (box / "outside").mkdir()
+    (box / "outside" / "sentinel").write_bytes(b"untouched\n")
     entries, victim = _attack(box, kind)
     plant_journal(box / "site", entries)
     existed = victim.exists() or victim.is_symlink()
