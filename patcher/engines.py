@@ -43,18 +43,26 @@ class Install:
     shadowed: tuple[str, ...] = ()  # other copies of the engine that Python does not import
 
     def path(self, rel: str) -> Path:
-        """Absolute path of an engine file, refusing anything that is not one of its installed files."""
-        if rel not in self.record:
-            raise EngineError(f"{rel} is not a file of the installed {self.engine}",
-                              wanted=f"a path listed in {self.dist_info.name}/RECORD", found=rel,
-                              hint="our diffs only edit files the wheel installed")
+        """Absolute path of an engine file, refusing anything that is not one of its installed files.
+
+        ``rel`` may come from our own bookkeeping (journal, state), which anyone who can write in
+        site-packages can forge: it must be a plain relative path listed in RECORD, and neither the
+        file nor any folder between site-packages and it may be a symlink."""
+        if not isinstance(rel, str) or not plain_rel(rel) or rel not in self.record:
+            raise EngineError(f"{rel!r} is not a file of the installed {self.engine}",
+                              wanted=f"a relative path listed in {self.dist_info.name}/RECORD", found=repr(rel)[:200],
+                              hint="our diffs and bookkeeping only name files the wheel installed")
         p = self.site / rel
+        root = Path(os.path.realpath(self.site))
         real = Path(os.path.realpath(p))
-        if real != p.absolute() and not _inside(real, Path(os.path.realpath(self.site))):
+        if not _inside(real, root):
             raise EngineError(f"{rel} leads outside site-packages", wanted=str(self.site), found=str(real))
         if p.is_symlink():
             raise EngineError(f"{rel} is a symlink", wanted="a regular file", found=f"symlink to {real}",
                               hint="we never write through symlinks; reinstall the engine")
+        if real != root / rel:
+            raise EngineError(f"{rel} passes through a symlinked directory", wanted=str(root / rel),
+                              found=str(real), hint="we never write through symlinks; reinstall the engine")
         return p
 
     def read(self, rel: str) -> bytes | None:
@@ -65,6 +73,13 @@ class Install:
 
     def pristine(self, rel: str, data: bytes) -> bool:
         return self.record.get(rel) == sha256_record(data)
+
+
+def plain_rel(rel: str) -> bool:
+    """A relative POSIX path with no empty, ``.`` or ``..`` part and no NUL: it cannot climb out."""
+    parts = rel.split("/")
+    return bool(rel) and "\0" not in rel and not rel.startswith("/") \
+        and all(part not in ("", ".", "..") for part in parts)
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -85,7 +100,7 @@ def _record(dist_info: Path) -> dict[str, str]:
     for line in text.splitlines():
         # path,hash,size; a path holding a comma is quoted, and only then do we need csv
         row = next(csv.reader([line])) if line.startswith('"') else line.rsplit(",", 2)
-        if row and row[0] and not row[0].startswith(("..", "/")):
+        if row and plain_rel(row[0]):
             out[row[0]] = row[1] if len(row) > 1 else ""
     return out
 

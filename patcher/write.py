@@ -11,6 +11,8 @@ Protocol (each step survives a SIGKILL):
 
 Our only files outside the engine's own are in ``<site>/.kimi-patcher/``: lock,
 journal, backups and the state file that lets ``verify`` tell "lost" from "pending".
+What we read back from there is untrusted (bookkeeping.py validates it, paths included),
+and nothing there is read or written through a symlink.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from . import bookkeeping
 from .engines import Install, sha256_record
 from .errors import LockBusy, WriteError
 
@@ -54,13 +57,31 @@ def _tmp_for(target: Path) -> Path:
 
 
 def read_state(install: Install) -> dict[str, dict]:
+    path = _state_file(install)
+    _own_dir(home(install), install)
     try:
-        return json.loads(_state_file(install).read_text()).get("families", {})
+        raw = _read_own(path)
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
-        raise WriteError(f"cannot read {_state_file(install)}", found=str(exc),
+    except OSError as exc:
+        raise WriteError(f"cannot read {path}", found=exc.strerror or str(exc),
                          hint="delete it; 'patcher verify' then reports from the files alone") from None
+    return bookkeeping.parse_state(raw, path, install)
+
+
+def _read_own(path: Path) -> bytes:
+    """One of our files, never through a symlink (someone else's file is not our bookkeeping)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _own_dir(path: Path, install: Install) -> None:
+    """Our folders are real folders: a symlinked one would send our writes elsewhere."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise WriteError(f"{path} is not a folder patcher made", wanted="a plain directory",
+                         found="a symlink" if path.is_symlink() else "a file",
+                         hint=f"remove it; only lock, journal, backups and state of {install.engine} live there")
 
 
 def interrupted(install: Install) -> bool:
@@ -79,7 +100,10 @@ def _write_file(path: Path, data: bytes, mode: int | None = None, durable: bool 
     # Only the journal is fsynced: a killed process loses nothing the kernel already has,
     # and rename-over-existing is ordered after the data on ext4/xfs. fsyncing every file
     # made the file phase 5x slower than git apply for no gain against SIGKILL.
-    with open(path, "wb") as f:
+    # Every path we write is a name of ours (a temporary, a backup): a stale or planted one
+    # is removed first and the new file created exclusively, so a symlink there is never followed.
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666), "wb") as f:
         f.write(data)
         if durable and DURABLE:
             f.flush()
@@ -151,8 +175,9 @@ def tidy(install: Install) -> None:
 def locked(install: Install, timeout: float = 600.0) -> Iterator[None]:
     """The exclusive lock of a writing run; a second run waits for the first."""
     try:
+        _own_dir(home(install), install)
         home(install).mkdir(exist_ok=True)
-        fd = os.open(home(install) / f"{install.engine}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(home(install) / f"{install.engine}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
         raise WriteError(f"cannot write in {install.site}", found=exc.strerror or str(exc),
                          hint="run as the user that owns the environment (in Docker: before USER)") from None
@@ -168,7 +193,7 @@ def reading(install: Install, timeout: float = 600.0) -> Iterator[None]:
     """A shared lock for read-only runs, so verify never sees half of a commit. Creates
     nothing: with no lock file, no run has ever written here."""
     try:
-        fd = os.open(home(install) / f"{install.engine}.lock", os.O_RDONLY)
+        fd = os.open(home(install) / f"{install.engine}.lock", os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         yield
         return
@@ -196,32 +221,41 @@ def recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> list
 
 def _recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> list[str]:
     txn = _txn(install)
+    _own_dir(home(install), install)
+    _own_dir(txn, install)
     journal = txn / "journal.json"
     restored = []
-    if journal.exists():
-        meta = json.loads(journal.read_text())
-        entries = meta["files"]
-        for e in entries:
-            target = install.site / e["rel"]
+    if journal.exists() or journal.is_symlink():
+        # Everything is checked before the first rename: a journal or backup we cannot trust
+        # changes nothing (bookkeeping.py says why each path is confined).
+        meta = bookkeeping.parse_journal(_read_own(journal), journal, install)
+        if (txn / "state.orig").exists():
+            bookkeeping.parse_state(_read_own(txn / "state.orig"), txn / "state.orig", install)
+        renames = []
+        for e in meta.entries:
+            target = install.path(e.rel)
             current = target.read_bytes() if target.exists() else None
-            if current is None or sha256_record(current) != e["old"]:
-                backup = txn / e["backup"]
-                if not backup.exists() or sha256_record(backup.read_bytes()) != e["old"]:
-                    raise WriteError(f"cannot roll back {e['rel']}: its backup is missing or damaged",
+            if current is None or sha256_record(current) != e.old:
+                backup = txn / e.backup
+                if backup.is_symlink() or not backup.is_file() or sha256_record(backup.read_bytes()) != e.old:
+                    raise WriteError(f"cannot roll back {e.rel}: its backup is missing or damaged",
                                      found=str(txn), hint=f"reinstall {install.engine} with pip "
                                      "--force-reinstall --no-deps, then delete that folder")
-                os.replace(backup, target)
-                restored.append(e["rel"])
-            _tmp_for(target).unlink(missing_ok=True)
+                renames.append((backup, target, e.rel))
+        for backup, target, rel in renames:
+            os.replace(backup, target)
+            restored.append(rel)
+        for e in meta.entries:
+            _tmp_for(install.path(e.rel)).unlink(missing_ok=True)
         try:
-            forget_pyc([e["rel"] for e in entries])
+            forget_pyc([e.rel for e in meta.entries])
         except OSError:
             pass  # a pyc we cannot delete belongs to a file whose content is what it was
         # The state file moves with the engine files. state.orig is only ever renamed
         # into place, so if it is gone a previous recovery already put it back.
         if (txn / "state.orig").exists():
             os.replace(txn / "state.orig", _state_file(install))
-        elif not meta.get("state_before", False):
+        elif not meta.state_before:
             _state_file(install).unlink(missing_ok=True)
         journal.unlink()
     if txn.exists():

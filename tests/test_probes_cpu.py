@@ -18,27 +18,41 @@ from packaging.version import Version
 from patcher import manifest, matrix
 from patcher.__main__ import main
 from patcher.maintainer import cpu_env
+from tests.support.probe_ids import expected
+
+# Covered releases no CPU env line reaches (patcher/maintainer/cpu_envs/NOTES.md): declared here,
+# so a release silently falling out of the real-import proof fails test_every_probed_entry_is_covered.
+WITHOUT_CPU_ENV = {"vllm": {"0.9.0", "0.9.0.1", "0.9.1", "0.9.2"}, "sglang": set()}
 
 
-def _cover(engine: str) -> list[str]:
-    fams = manifest.load_all(manifest.PATCHES, (engine,))
-    need = {}  # (family, entry label) -> releases that exercise it
-    for v in matrix.releases(engine):
-        try:
-            cpu_env.line_for(engine, v)
-        except ValueError:
-            continue  # no CPU env line reaches this release (see patcher/maintainer/cpu_envs/NOTES.md)
-        for f in fams:
+def _has_line(engine: str, version: str) -> bool:
+    try:
+        cpu_env.line_for(engine, version)
+    except ValueError:
+        return False
+    return True
+
+
+def _needs(engine: str, releases: list[str]) -> dict[tuple, list[str]]:
+    """(family, entry label, range) -> the releases among ``releases`` that exercise its probes."""
+    need: dict[tuple, list[str]] = {}
+    for v in releases:
+        for f in manifest.load_all(manifest.PATCHES, (engine,)):
             entry = f.classify(Version(v))
             label = getattr(entry, "id", None)  # variant or upstream entry id; refused has none
             if label and any(label in p.when for p in f.probes):
-                need.setdefault((f.id, label, str(entry.versions)), []).append(v)
+                need.setdefault((f.id, label, str(getattr(entry, "versions", ""))), []).append(v)
+    return need
+
+
+def _cover(engine: str) -> list[str]:
+    need = _needs(engine, [v for v in matrix.releases(engine) if _has_line(engine, v)])
     chosen: list[str] = []
     todo = dict(need)
     while todo:
         # the release covering most remaining entries; ties go to the newest
         counts = {}
-        for key, vs in todo.items():
+        for vs in todo.values():
             for v in vs:
                 counts[v] = counts.get(v, 0) + 1
         best = max(counts, key=lambda v: (counts[v], Version(v)))
@@ -48,6 +62,19 @@ def _cover(engine: str) -> list[str]:
 
 
 CASES = [(e, v) for e in manifest.ENGINES for v in _cover(e)]
+
+
+@pytest.mark.parametrize("engine", manifest.ENGINES)
+def test_every_probed_entry_is_covered(engine):
+    """The releases without a CPU env are exactly the declared ones, and every probed variant or
+    upstream entry still has a release with one: nothing drops out of the proof unnoticed."""
+    dropped = {v for v in matrix.releases(engine) if not _has_line(engine, v)}
+    assert dropped == WITHOUT_CPU_ENV[engine]
+    everywhere = _needs(engine, matrix.releases(engine))
+    covered = _needs(engine, [v for v in matrix.releases(engine) if v not in dropped])
+    assert set(everywhere) == set(covered), sorted(set(everywhere) - set(covered))
+    chosen = set(_cover(engine))
+    assert all(chosen & set(vs) for vs in covered.values())
 
 
 def cli(*argv: str) -> tuple[int, dict, str]:
@@ -69,8 +96,9 @@ def _apply_probe_revert(engine, version, python):
     assert report, err
     assert report["version"] == version
     ran = [(f["id"], p) for f in report["families"] for p in f["probes"]]
-    assert ran, "no probe ran"
+    assert {(fid, p["id"]) for fid, p in ran} == expected(engine, version)  # from the manifests
     bad = [f"{fid} {p['id']}: {p['status']}: {p['detail']}" for fid, p in ran if p["status"] != "passed"]
     assert not bad, "\n".join(bad)
+    assert code == 0 and report["exit"] == 0, (code, err)
     code, report, err = cli("revert", "--engine", engine, "--python", python, "--json")
     assert code == 0, err
