@@ -65,8 +65,9 @@ def _both_inserted(ours: list[str], theirs: list[str], tokens: bool) -> list[str
     """Upstream's insertion, then ours; an insertion the other already holds is not repeated.
 
     Lines are whole items (a dict entry, a statement): they are simply concatenated. Tokens
-    inside one construct share the separator that starts them (", " and the indent in a list),
-    so it is repeated between the two insertions: only spacing and ``,;`` count as one."""
+    sit inside one construct: what both insertions open with (", " and the indent in a list,
+    an opening bracket) is kept once, the separator in it is repeated between the two, and
+    what both close with (a bracket, a trailing comma) is kept once at the end."""
     p, s = _common(ours, theirs)
     if p + s >= len(theirs):  # upstream's insertion is a prefix+suffix of ours: ours holds it
         return ours
@@ -74,9 +75,11 @@ def _both_inserted(ours: list[str], theirs: list[str], tokens: bool) -> list[str
         return theirs
     if not tokens:
         return theirs + ours
-    p = next((i for i, t in enumerate(ours[:p]) if not _SEPARATOR.fullmatch(t)), p)
-    s = next((i for i, t in enumerate(reversed(ours[len(ours) - s:])) if not _SEPARATOR.fullmatch(t)), s)
-    return theirs[:len(theirs) - s] + ours[:p] + ours[p:]
+    p = next((i for i, t in enumerate(ours[:p]) if not (_SEPARATOR.fullmatch(t) or t in "([{")), p)
+    s = next((i for i, t in enumerate(reversed(ours[len(ours) - s:])) if not (_SEPARATOR.fullmatch(t) or t in ")]}")), s)
+    opened = ours[:p]
+    sep = opened[max((i + 1 for i, t in enumerate(opened) if t in "([{"), default=0):]
+    return opened + theirs[p:len(theirs) - s] + sep + ours[p:]
 
 
 def _solid(tokens: list[str]) -> list[str]:

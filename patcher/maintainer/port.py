@@ -26,7 +26,7 @@ from .. import engines, hunks, manifest, matrix
 from ..errors import PatcherError
 from ..manifest import Family, Variant, contains
 from ..plan import Files, _evidence
-from . import manifest_edit, merge, prove, wheels
+from . import manifest_edit, merge, newcode, prove, wheels
 
 
 @dataclass
@@ -135,9 +135,9 @@ def _where_now(tree: Path, engine: str, hunk: hunks.Hunk) -> list[str]:
                   if probe in p.read_text(errors="replace"))[:3]
 
 
-def _derive(family: Family, source: Variant, base: str, tree: Path, out: Outcome) -> dict[str, tuple[str, str]]:
+def _derive(family: Family, source: Variant, base: str, base_tree: Path, tree: Path, out: Outcome
+            ) -> dict[str, tuple[str, str]]:
     """(theirs, merged) per target file, or {} with ``out.report`` saying why."""
-    base_tree = _tree(family.engine, base)
     result: dict[str, tuple[str, str]] = {}
     for fp in family.patches[source.id]:
         old = (base_tree / fp.path).read_text()
@@ -195,13 +195,18 @@ def port_family(req: Request, family: Family, tree: Path, files: Files) -> Outco
         _nearest(family, req.version, releases)
     base = _base_release(source, req.version, releases)
     out = Outcome(family.id, "flagged", "", source=source.id, base=base)
-    derived = _derive(family, source, base, tree, out)
+    base_tree = _tree(family.engine, base)
+    derived = _derive(family, source, base, base_tree, tree, out)
     if not derived:
         out.detail = f"{source.id} (written for {base}) does not carry to {req.version}; a person decides"
         return out
     out.files = {p: merged for p, (_, merged) in derived.items()}
     out.variant = manifest_edit.next_id([v.id for v in family.variants], source.id)
     out.diff = _diff(derived)
+    ours = family.patches[source.id]
+    out.report += newcode.copies(ours, base_tree, tree, hunks.parse(out.diff, f"{out.variant}.diff"))
+    out.report += newcode.wrappers(ours, base_tree, tree, family.engine)
+    out.report += newcode.new_failures(ours, base_tree, tree)
     releases_txt = manifest_edit.add_release((req.root / req.engine / "releases.txt").read_text(), req.version)
     out.manifest = manifest_edit.add_variant((family.folder / "patch.toml").read_text(), source.id, out.variant,
                                              req.version, releases)
@@ -211,10 +216,14 @@ def port_family(req: Request, family: Family, tree: Path, files: Files) -> Outco
         fam = manifest.load(scratch / req.engine / family.name)  # the new manifest obeys the rules
         out.versions_md = matrix.cell(fam, req.version)
         ok, out.proofs = prove.run(req.engine, req.version, family.id, scratch, req.root, tree, set(derived),
-                                   probes_too=req.probes, env_release=req.env_release)
-    out.state = "proven" if ok else "flagged"
-    out.detail = (f"{out.variant} carried from {source.id} (written for {base}) and proven" if ok else
-                  f"{out.variant} carried from {source.id} (written for {base}) but not proven: {out.proofs[-1]}")
+                                   probes_too=req.probes and not out.report, env_release=req.env_release)
+    carried = f"{out.variant} carried from {source.id} (written for {base})"
+    if not ok:
+        out.detail = f"{carried} but not proven: {out.proofs[-1]}"
+    elif out.report:  # proven on the files only: the probes cannot vouch for code the variant never saw
+        out.detail = f"{carried} applies, but upstream added code it may need to cover"
+    else:
+        out.state, out.detail = "proven", f"{carried} and proven"
     return out
 
 
