@@ -74,7 +74,8 @@ def _extend(spec: str, version: str) -> str:
     return ",".join(sorted(kept) + [f"<={version}"])
 
 
-def add_variant(text: str, source: str, new_id: str, version: str, releases: list[str]) -> str:
+def add_variant(text: str, source: str, new_id: str, version: str, releases: list[str],
+                moved: dict[str, str] | None = None) -> str:
     """The manifest with ``new_id`` (a copy of ``source``'s table) declared for ``version``.
 
     Every entry that claimed ``version`` gives it up; the new variant covers it alone, or from
@@ -98,8 +99,14 @@ def add_variant(text: str, source: str, new_id: str, version: str, releases: lis
     if not new.lines[-1].strip() == "":
         new.lines.append("\n")
     parts.insert(at + 1, new)
-    for b in parts[1:]:
+    for b in list(parts[1:]):
         if b.kind != "probe":
+            continue
+        module = b.field("module")
+        if moved and module in moved and source in (b.field("when") or []):
+            if parts[-1].lines[-1].strip():
+                parts[-1].lines.append("\n")
+            parts.append(_moved_probe(b, module, moved[module], new_id))
             continue
         for i, line in enumerate(b.lines):
             m = _WHEN.match(line)
@@ -109,6 +116,22 @@ def add_variant(text: str, source: str, new_id: str, version: str, releases: lis
                     when.insert(when.index(source) + 1, new_id)
                     b.lines[i] = f"when = {json.dumps(when)}\n"
     return "".join("".join(b.lines) for b in parts)
+
+
+def _moved_probe(probe: Block, old: str, new: str, new_id: str) -> Block:
+    """A copy of ``probe`` for the new variant, importing the module where upstream moved the file."""
+    out = Block("probe", [])
+    for line in probe.lines:
+        if line.startswith("id"):
+            line = f'id = "{probe.field("id")}-{new_id.lower()}"\n'
+        elif line.startswith("module"):
+            line = f'module = "{new}"\n'
+        elif _WHEN.match(line):
+            line = f'when = ["{new_id}"]\n'
+        out.lines.append(line)
+    if out.lines[-1].strip():
+        out.lines.append("\n")
+    return out
 
 
 def extend_variant(text: str, variant: str, version: str) -> str:

@@ -44,6 +44,7 @@ class Outcome:
     report: list[str] = field(default_factory=list)  # for a person: what upstream changed, per hunk
     proofs: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # merged post-image per target file
+    moved: dict[str, str] = field(default_factory=dict)  # target files upstream moved: old -> new path
 
     @property
     def exit(self) -> int:
@@ -144,6 +145,13 @@ def _derive(family: Family, source: Variant, base: str, base_tree: Path, tree: P
         ours = hunks.join(hunks.apply(hunks.split(old), fp.hunks))
         if not (tree / fp.path).is_file():
             moved = sorted({f for h in fp.hunks for f in _where_now(tree, family.engine, h)})
+            fits = [m for m in moved if _fits(tree / m, fp)]
+            if len(fits) == 1:  # git's rename detection, with our strict hunks as the similarity test
+                theirs = (tree / fits[0]).read_text()
+                result[fits[0]] = (theirs, hunks.join(hunks.apply(hunks.split(theirs), fp.hunks)))
+                out.moved[fp.path] = fits[0]
+                out.notes.append(f"{fp.path} moved to {fits[0]}: our hunks apply there as they are (no fuzz)")
+                continue
             out.report.append(f"{fp.path}: gone in the new release" +
                               (f"; the code our hunks change is now in {', '.join(moved)}" if moved else ""))
             continue
@@ -164,6 +172,14 @@ def _derive(family: Family, source: Variant, base: str, base_tree: Path, tree: P
     return {} if out.report else result
 
 
+def _fits(path: Path, fp: hunks.FilePatch) -> bool:
+    try:
+        hunks.apply(hunks.split(path.read_text()), fp.hunks)
+    except PatcherError:
+        return False
+    return True
+
+
 def _diff(files: dict[str, tuple[str, str]]) -> str:
     chunks = []
     for path in sorted(files):
@@ -181,6 +197,13 @@ def _scratch_patches(root: Path, engine: str, family: Family, toml: str, diff_na
     (folder / diff_name).write_text(diff)
     (dest / engine / "releases.txt").write_text(releases_txt)
     return dest
+
+
+def _modules(moved: dict[str, str]) -> dict[str, str]:
+    """Probe modules to follow a moved file: old dotted name -> new."""
+    def name(path: str) -> str:
+        return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    return {name(a): name(b) for a, b in moved.items()}
 
 
 def port_family(req: Request, family: Family, tree: Path, files: Files) -> Outcome:
@@ -209,7 +232,7 @@ def port_family(req: Request, family: Family, tree: Path, files: Files) -> Outco
     out.report += newcode.new_failures(ours, base_tree, tree)
     releases_txt = manifest_edit.add_release((req.root / req.engine / "releases.txt").read_text(), req.version)
     out.manifest = manifest_edit.add_variant((family.folder / "patch.toml").read_text(), source.id, out.variant,
-                                             req.version, releases)
+                                             req.version, releases, _modules(out.moved))
     with tempfile.TemporaryDirectory(prefix="kimi-port-set-") as tmp:
         scratch = _scratch_patches(req.root, req.engine, family, out.manifest, f"{out.variant}.diff",
                                    out.diff, releases_txt, Path(tmp))
