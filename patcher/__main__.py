@@ -56,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     port.add_argument("--to", metavar="VERSION", help="the release to carry the patch set to")
     port.add_argument("--newer", action="store_true", help="every release on the index that releases.txt lacks")
     port.add_argument("--family", action="append", default=[], metavar="ID", help="only this family (repeatable)")
-    port.add_argument("--from", dest="source", metavar="VARIANT", help="carry this variant; ignore what covers the release")
+    port.add_argument("--from", dest="source", metavar="VARIANT",
+                      help="carry this variant; ignore what covers the release")
     port.add_argument("--out", type=Path, metavar="DIR", help="write <family>/<id>.diff, patch.toml, releases.txt here")
     port.add_argument("--no-probes", action="store_true", help="prove on the files only (no CPU import env)")
     for flag in ("--json", "--debug"):

@@ -31,6 +31,7 @@ import merge3
 _TOKEN = re.compile(r"\n[ \t]*|[ \t]+|\w+|[^\w\s]")
 _IDENT = re.compile(r"\w")
 _SEPARATOR = re.compile(r"\s+|[,;]")
+_OPEN, _CLOSE = ("(", "[", "{"), (")", "]", "}")
 
 
 @dataclass
@@ -75,10 +76,11 @@ def _both_inserted(ours: list[str], theirs: list[str], tokens: bool) -> list[str
         return theirs
     if not tokens:
         return theirs + ours
-    p = next((i for i, t in enumerate(ours[:p]) if not (_SEPARATOR.fullmatch(t) or t in "([{")), p)
-    s = next((i for i, t in enumerate(reversed(ours[len(ours) - s:])) if not (_SEPARATOR.fullmatch(t) or t in ")]}")), s)
+    p = next((i for i, t in enumerate(ours[:p]) if not (_SEPARATOR.fullmatch(t) or t in _OPEN)), p)
+    tail = reversed(ours[len(ours) - s:])
+    s = next((i for i, t in enumerate(tail) if not (_SEPARATOR.fullmatch(t) or t in _CLOSE)), s)
     opened = ours[:p]
-    sep = opened[max((i + 1 for i, t in enumerate(opened) if t in "([{"), default=0):]
+    sep = opened[max((i + 1 for i, t in enumerate(opened) if t in _OPEN), default=0):]
     return opened + theirs[p:len(theirs) - s] + sep + ours[p:]
 
 
@@ -121,7 +123,7 @@ def _merge_tokens(base: str, ours: str, theirs: str) -> str | None:
         elif kind == "b":
             out += t[region[1]:region[2]]
         else:
-            _, zs, ze, os_, oe, ts, te = region
+            _, zs, ze, os_, oe, ts, te = region  # type: ignore[misc]  # merge3 types regions as 3-tuples
             done = _resolve_tokens(b[zs:ze], o[os_:oe], t[ts:te])
             if done is None:
                 return None
@@ -156,7 +158,7 @@ def merge_file(path: str, base: str, ours: str, theirs: str) -> FileMerge:
             mine.append((len(out), len(out) + region[2] - region[1]))
             out += ol[region[1]:region[2]]
         else:
-            _, zs, ze, os_, oe, ts, te = region
+            _, zs, ze, os_, oe, ts, te = region  # type: ignore[misc]  # merge3 types regions as 3-tuples
             lines, how = _resolve(bl[zs:ze], ol[os_:oe], tl[ts:te])
             if lines is None:
                 result.conflicts.append(Conflict(zs + 1, bl[zs:ze], ol[os_:oe], tl[ts:te]))

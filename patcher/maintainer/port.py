@@ -96,7 +96,8 @@ def _held(family: Family, files: Files, version: str, releases: list[str]) -> Ou
             return Outcome(family.id, "held", f"upstream since {up.since} ({up.ref}): its evidence holds")
     for v in family.variants:
         fps = family.patches[v.id]
-        if all((lines := files.lines(fp.path)) is not None and hunks.state(lines, fp.hunks)[0] is hunks.FileState.PRISTINE
+        pristine = hunks.FileState.PRISTINE
+        if all((lines := files.lines(fp.path)) is not None and hunks.state(lines, fp.hunks)[0] is pristine
                for fp in fps):
             text = (family.folder / "patch.toml").read_text()
             toml = manifest_edit.extend_variant(text, v.id, version)
@@ -181,7 +182,7 @@ def _fits(path: Path, fp: hunks.FilePatch) -> bool:
 
 
 def _diff(files: dict[str, tuple[str, str]]) -> str:
-    chunks = []
+    chunks: list[str] = []
     for path in sorted(files):
         theirs, merged = files[path]
         chunks += difflib.unified_diff(theirs.splitlines(keepends=True), merged.splitlines(keepends=True),

@@ -11,12 +11,14 @@ import json
 
 from .. import matrix
 from ..errors import PatcherError
-from .port import Outcome, Request, run as port
+from .port import Outcome, Request
+from .port import run as port
 
 
 def run(args: argparse.Namespace) -> tuple[int, str]:
     if bool(args.to) == bool(args.newer):
-        raise PatcherError("port needs one release", wanted="--to VERSION or --newer", found="both" if args.to else "neither")
+        raise PatcherError("port needs one release", wanted="--to VERSION or --newer",
+                           found="both" if args.to else "neither")
     versions = [args.to] if args.to else matrix.newer(args.engine, args.patches)
     results: list[tuple[str, list[Outcome]]] = []
     for version in versions:
