@@ -178,3 +178,54 @@ def test_port_derives_and_proves_a_release_newer_than_releases_txt(tmp_path):
     assert " def flashinfer_ar_fusion_applies(batch_size: int) -> bool:" in o.diff  # the new context
     written = (tmp_path / "out" / "sm120-allreduce-fusion" / "patch.toml").read_text()
     assert 'id = "v12"' in written and 'versions = ">=0.5.99"' in written
+
+
+def _port(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return main(["port", *argv], out=out, err=err), out.getvalue(), err.getvalue()
+
+
+@pytest.mark.wheels
+def test_port_says_what_already_holds_by_content_and_stops(tmp_path):
+    import json
+
+    code, out, err = _port("--engine", "sglang", "--to", "0.5.23", "--family", "sm120-allreduce-fusion",
+                           "--family", "eagle3-drafter-keys", "--json", "--out", str(tmp_path))
+    assert code == 0, out + err
+    fams = {f["id"]: f for f in json.loads(out)[0]["families"]}
+    assert fams["sglang/eagle3-drafter-keys"]["state"] == "held"
+    assert "upstream since 0.5.12" in fams["sglang/eagle3-drafter-keys"]["detail"]
+    gate = fams["sglang/sm120-allreduce-fusion"]
+    assert gate["state"] == "held" and gate["variant"] == "v11" and gate["proofs"] == []
+    shipped = (manifest.PATCHES / "sglang" / "sm120-allreduce-fusion" / "patch.toml").read_text()
+    assert (tmp_path / "sm120-allreduce-fusion" / "patch.toml").read_text() == shipped  # v11 already covers it
+
+
+def test_a_variant_whose_pre_image_matches_a_newer_release_grows_its_range():
+    from patcher.maintainer import manifest_edit
+
+    text = (manifest.PATCHES / "vllm" / "sm120-allreduce-fusion" / "patch.toml").read_text()
+    grown = manifest_edit.extend_variant(text, "D5", "0.34.0")
+    assert 'versions = ">=0.27.0,<=0.34.0"' in grown and grown.count("<=0.34.0") == 1
+
+
+@pytest.mark.wheels
+def test_port_flags_what_it_cannot_carry_with_the_upstream_change(tmp_path):
+    code, out, err = _port("--engine", "sglang", "--to", "0.5.8", "--family", "sm120-allreduce-fusion",
+                           "--from", "v3", "--no-probes", "--out", str(tmp_path))
+    assert code == 1, out + err
+    assert "needs a person" in out and "apply_flashinfer_allreduce_fusion" in out  # upstream's new helper
+    assert not any(tmp_path.iterdir())  # nothing written for a flagged family
+
+
+@pytest.mark.parametrize("argv,what", [
+    (["--engine", "vllm"], "port needs one release"),
+    (["--engine", "vllm", "--to", "0.27.0", "--family", "nope"], "no vllm family 'nope'"),
+    (["--engine", "vllm", "--to", "0.27.0", "--from", "D4"], "--from names one variant of one family"),
+    (["--engine", "vllm", "--to", "0.27.0", "--family", "sm120-allreduce-fusion", "--from", "X9"],
+     "has no variant 'X9'"),
+])
+def test_port_usage_errors_exit_2_with_one_line(argv, what):
+    code, out, err = _port(*argv)
+    assert code == 2 and err.splitlines()[0].startswith("error: ") and what in err
+    assert "Traceback" not in err

@@ -100,6 +100,9 @@ def _held(family: Family, files: Files, version: str, releases: list[str]) -> Ou
         if all((lines := files.lines(fp.path)) is not None and hunks.state(lines, fp.hunks)[0] is pristine
                for fp in fps):
             text = (family.folder / "patch.toml").read_text()
+            if contains(v.versions, Version(version)):
+                return Outcome(family.id, "held", f"variant {v.id} covers it and its pre-image matches byte for byte",
+                               variant=v.id, manifest=text, versions_md=f"patch {v.id}")
             toml = manifest_edit.extend_variant(text, v.id, version)
             return Outcome(family.id, "held", f"variant {v.id}'s pre-image matches byte for byte: its range grows",
                            variant=v.id, manifest=toml, versions_md=f"patch {v.id}")
