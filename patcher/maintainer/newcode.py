@@ -81,10 +81,13 @@ def new_failures(patches: tuple[hunks.FilePatch, ...], base: Path, new: Path) ->
     out = []
     for rel in sorted(_neighbourhood(patches, new)):
         old = {ln.strip() for ln in _read(base / rel)}
-        for i, line in enumerate(_read(new / rel)):
+        lines = _read(new / rel)
+        for i, line in enumerate(lines):
             if re.match(r"\s*raise \w", line) and line.strip() not in old:
+                where = next((m.group(1) for ln in reversed(lines[:i]) if (m := re.match(r"\s*def (\w+)", ln))), "?")
+                said = " ".join(ln.strip() for ln in lines[i:i + 3])[:140]
                 out.append(f"{rel}:{i + 1}: upstream added a failure path on the code this variant opens to new "
-                           f"hardware: {line.strip()[:100]}")
+                           f"hardware, in {where}(): {said}")
     return out
 
 
