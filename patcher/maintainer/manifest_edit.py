@@ -28,7 +28,6 @@ else:  # pragma: no cover - exercised on 3.10
 _HEADER = re.compile(r"^\[\[(\w+)\]\]\s*$")
 _VERSIONS = re.compile(r'^versions\s*=\s*"([^"]*)"\s*$')
 _ENTRIES = ("variant", "upstream", "refused")  # [[requires]] ranges are of other distributions
-_WHEN = re.compile(r"^when\s*=\s*(\[[^\]]*\])\s*$")
 
 
 @dataclass
@@ -108,14 +107,22 @@ def add_variant(text: str, source: str, new_id: str, version: str, releases: lis
                 parts[-1].lines.append("\n")
             parts.append(_moved_probe(b, module, moved[module], new_id))
             continue
-        for i, line in enumerate(b.lines):
-            m = _WHEN.match(line)
-            if m:
-                when = json.loads(m.group(1))
-                if source in when and new_id not in when:
-                    when.insert(when.index(source) + 1, new_id)
-                    b.lines[i] = f"when = {json.dumps(when)}\n"
+        when = b.field("when")
+        if isinstance(when, list) and source in when and new_id not in when:
+            when.insert(when.index(source) + 1, new_id)
+            _set_when(b, when)
     return "".join("".join(b.lines) for b in parts)
+
+
+def _set_when(block: Block, when: list[str]) -> None:
+    """Replace the ``when = [...]`` field, on one line or spread over several."""
+    start = next(i for i, ln in enumerate(block.lines) if re.match(r"when\s*=", ln))
+    end, depth = start, 0
+    for end in range(start, len(block.lines)):
+        depth += block.lines[end].count("[") - block.lines[end].count("]")
+        if depth <= 0:
+            break
+    block.lines[start:end + 1] = [f"when = {json.dumps(when)}\n"]
 
 
 def _moved_probe(probe: Block, old: str, new: str, new_id: str) -> Block:
@@ -126,9 +133,11 @@ def _moved_probe(probe: Block, old: str, new: str, new_id: str) -> Block:
             line = f'id = "{probe.field("id")}-{new_id.lower()}"\n'
         elif line.startswith("module"):
             line = f'module = "{new}"\n'
-        elif _WHEN.match(line):
-            line = f'when = ["{new_id}"]\n'
         out.lines.append(line)
+    if any(re.match(r"when\s*=", ln) for ln in out.lines):
+        _set_when(out, [new_id])
+    else:
+        out.lines.insert(1, f'when = ["{new_id}"]\n')
     if out.lines[-1].strip():
         out.lines.append("\n")
     return out
