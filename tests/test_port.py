@@ -229,3 +229,17 @@ def test_port_usage_errors_exit_2_with_one_line(argv, what):
     code, out, err = _port(*argv)
     assert code == 2 and err.splitlines()[0].startswith("error: ") and what in err
     assert "Traceback" not in err
+
+
+def test_moved_file_gives_the_new_variant_a_probe_of_the_moved_module():
+    from patcher.maintainer import manifest_edit
+    from patcher.maintainer.manifest_edit import blocks
+
+    text = ('title = "x"\n\n[[variant]]\nid = "v1"\nversions = ">=1.0"\n\n[[probe]]\nid = "p"\nmodule = "a.b"\n'
+            'check = "c"\nwhen = [\n  "v1",\n  "upstream",\n]\n')
+    same = manifest_edit.add_variant(text, "v1", "v2", "1.5", ["1.0", "1.5"])
+    assert [b.field("when") for b in blocks(same) if b.kind == "probe"] == [["v1", "v2", "upstream"]]
+    moved = manifest_edit.add_variant(text, "v1", "v2", "1.5", ["1.0", "1.5"], {"a.b": "a.c"})
+    probes = [(b.field("module"), b.field("when")) for b in blocks(moved) if b.kind == "probe"]
+    assert probes == [("a.b", ["v1", "upstream"]), ("a.c", ["v2"])]
+    assert [b.field("versions") for b in blocks(moved) if b.kind == "variant"] == [">=1.0,<1.5", ">=1.5"]
