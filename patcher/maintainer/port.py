@@ -14,6 +14,7 @@ outcome says which lines upstream changed and what the merge could not decide), 
 from __future__ import annotations
 
 import difflib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -229,6 +230,17 @@ def port_family(req: Request, family: Family, tree: Path, files: Files) -> Outco
         return out
     out.files = {p: merged for p, (_, merged) in derived.items()}
     out.variant = manifest_edit.next_id([v.id for v in family.variants], source.id)
+    try:
+        return _candidate(req, family, source, base, base_tree, tree, derived, releases, out)
+    except PatcherError as exc:  # a diff or manifest our own rules reject is a finding, not a crash
+        out.detail = f"{out.variant} carried from {source.id} (written for {base}) breaks a rule: {exc.what}"
+        out.report.append(f"{exc.what}; wanted {exc.wanted}; found {exc.found}".rstrip("; "))
+        return out
+
+
+def _candidate(req: Request, family: Family, source: Variant, base: str, base_tree: Path, tree: Path,
+               derived: dict[str, tuple[str, str]], releases: list[str], out: Outcome) -> Outcome:
+    assert out.variant is not None
     out.diff = _diff(derived)
     ours = family.patches[source.id]
     out.report += newcode.copies(ours, base_tree, tree, hunks.parse(out.diff, f"{out.variant}.diff"))
@@ -279,6 +291,13 @@ def write(req: Request, outcomes: list[Outcome]) -> None:
         folder = req.out / o.family.split("/", 1)[1]
         folder.mkdir(parents=True, exist_ok=True)
         if o.diff:
-            (folder / f"{o.variant}.diff").write_text(o.diff)
-        (folder / "patch.toml").write_text(o.manifest)
-    releases.write_text(text)
+            _write(folder / f"{o.variant}.diff", o.diff)
+        _write(folder / "patch.toml", o.manifest)
+    _write(releases, text)
+
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: a reviewer never sees half a manifest."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
