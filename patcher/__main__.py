@@ -88,6 +88,18 @@ def _parser() -> argparse.ArgumentParser:
     from .drafter import cli as drafter_cli
 
     drafter_cli.add_parser(sub)
+    port = sub.add_parser("port", help="maintainers: carry the patch set to a release no variant covers, proven")
+    port.add_argument("--engine", choices=("vllm", "sglang"), required=True)
+    port.add_argument("--to", metavar="VERSION", help="the release to carry the patch set to")
+    port.add_argument("--newer", action="store_true", help="every release on the index that releases.txt lacks")
+    port.add_argument("--family", action="append", default=[], metavar="ID", help="only this family (repeatable)")
+    port.add_argument("--from", dest="source", metavar="VARIANT",
+                      help="carry this variant; ignore what covers the release")
+    port.add_argument("--out", type=Path, metavar="DIR", help="write <family>/<id>.diff, patch.toml, releases.txt here")
+    port.add_argument("--no-probes", action="store_true", help="prove on the files only (no CPU import env)")
+    port.add_argument("--json", action="store_true", help="the report as JSON on stdout (default: text)")
+    port.add_argument("--debug", action="store_true", help="tracebacks on errors (default: off)")
+    port.add_argument("--patches", type=Path, default=manifest.PATCHES, help=argparse.SUPPRESS)
     return ap
 
 
@@ -170,6 +182,14 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         from .detect import drafter_detect
         from .drafter import cli as drafter_cli
         return drafter_cli.run(args, out=out, err=err, detect=drafter_detect)
+    if args.command == "port":  # maintainer tooling: the merge library and the fetcher load only here
+        from .maintainer import port_cli
+        try:
+            code, text = port_cli.run(args)
+        except PatcherError as exc:
+            return _error(exc, err, args.debug, out if args.json else None)
+        print(text, file=out)
+        return code
     try:
         if args.command == "list":
             fams = catalogue.families(args.engine, tuple(args.only), tuple(args.skip), args.patches)

@@ -1,0 +1,123 @@
+"""Upstream code a carried variant does not cover, found by two narrow signs.
+
+A merge carries our hunks to where their text went; it cannot know that upstream grew new
+code needing the same fix. Two signs, each measured on our own history (both fire on the
+transitions that needed a new hunk or file and on none of the others, see
+benchmarks/port_history.py), turn a proven candidate into one for a person:
+
+* a new copy of a line we replace: every name in a line our variant rewrites (the SM90/SM100
+  gate) appears together in a line upstream added to a patched file (outside our hunks) or to
+  a module beside it that a patched file imports (SGLang 0.5.14's backend resolver);
+* a new file that builds a class our variant edits without subclassing it: a wrapper that
+  holds the patched class and does not inherit what we changed (vLLM 0.15.0's Kimi-K2.5 model
+  holds a bare DeepseekV2Model);
+* for a variant that admits new hardware (its lines compare a device capability): a new
+  ``raise`` in a patched file or a module beside it that it imports. Upstream never ran that
+  code on the hardware we admit, so a new failure path there is where it breaks (SGLang
+  0.5.11's multicast preflight). For other variants new raises are everyday code (measured:
+  they would flag three pairs that port carries byte for byte).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .. import hunks
+
+_KEYWORDS = {"if", "not", "and", "or", "in", "is", "None", "True", "False", "return", "def", "class", "self",
+             "for", "else", "elif", "import", "from", "as", "with", "lambda", "pass", "raise"}
+_STRING = re.compile(r"'[^']*'|\"[^\"]*\"")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _names(line: str) -> set[str]:
+    """Names in a line of code, strings and comments dropped; `_x` and `x` are one name."""
+    return {n.lstrip("_") for n in _NAME.findall(_STRING.sub("", line.split("#")[0]))} - _KEYWORDS
+
+
+def _imported_siblings(path: str, text: str) -> set[str]:
+    """Modules beside ``path`` that it imports with ``from pkg.module import``."""
+    package = path.rsplit("/", 1)[0].replace("/", ".")
+    return {m.replace(".", "/") + ".py" for m in re.findall(r"^\s*from ([\w.]+) import", text, re.M)
+            if m.rsplit(".", 1)[0] == package}
+
+
+def _read(path: Path) -> list[str]:
+    return path.read_text(errors="replace").splitlines() if path.is_file() else []
+
+
+def copies(patches: tuple[hunks.FilePatch, ...], base: Path, new: Path, candidate: tuple[hunks.FilePatch, ...]
+           ) -> list[str]:
+    rewritten = [names for fp in patches for h in fp.hunks for ln in h.old if ln not in h.new
+                 if len(names := _names(ln)) >= 2]
+    if not rewritten:
+        return []
+    ours = {fp.path: [(h.old_start - 1, h.old_start - 1 + len(h.old)) for h in fp.hunks] for fp in candidate}
+    where = _neighbourhood(candidate, new)
+    out = []
+    for rel in sorted(where):
+        old = set(_read(base / rel))
+        for i, line in enumerate(_read(new / rel)):
+            if line in old or any(a <= i < b for a, b in ours.get(rel, ())):
+                continue
+            if any(names <= _names(line) for names in rewritten):
+                out.append(f"{rel}:{i + 1}: upstream added a line like one this variant rewrites, outside its "
+                           f"hunks: {line.strip()[:100]}")
+    return out
+
+
+def _neighbourhood(patches: tuple[hunks.FilePatch, ...], new: Path) -> set[str]:
+    where = {fp.path for fp in patches}
+    for rel in list(where):
+        where |= _imported_siblings(rel, "\n".join(_read(new / rel)))
+    return where
+
+
+def new_failures(patches: tuple[hunks.FilePatch, ...], base: Path, new: Path) -> list[str]:
+    added = [ln for fp in patches for h in fp.hunks for ln in h.new if ln not in h.old]
+    if not any("capability" in ln.split("#")[0] for ln in added):
+        return []
+    out = []
+    for rel in sorted(_neighbourhood(patches, new)):
+        old = {ln.strip() for ln in _read(base / rel)}
+        lines = _read(new / rel)
+        for i, line in enumerate(lines):
+            if re.match(r"\s*raise \w", line) and line.strip() not in old:
+                where = next((m.group(1) for ln in reversed(lines[:i]) if (m := re.match(r"\s*def (\w+)", ln))), "?")
+                said = " ".join(ln.strip() for ln in lines[i:i + 3])[:140]
+                out.append(f"{rel}:{i + 1}: upstream added a failure path on the code this variant opens to new "
+                           f"hardware, in {where}(): {said}")
+    return out
+
+
+def _edited_classes(patches: tuple[hunks.FilePatch, ...], base: Path) -> set[str]:
+    """Top-level classes that hold one of our hunks in the base file."""
+    out = set()
+    for fp in patches:
+        lines = _read(base / fp.path)
+        for h in fp.hunks:
+            for ln in reversed(lines[:h.old_start - 1 + len(h.old)]):
+                if ln[:1].isalpha() or ln.startswith("_"):  # the top-level statement that holds the hunk
+                    m = re.match(r"class (\w+)", ln)
+                    if m:
+                        out.add(m.group(1))
+                    break
+    return out
+
+
+def wrappers(patches: tuple[hunks.FilePatch, ...], base: Path, new: Path, engine: str) -> list[str]:
+    classes = _edited_classes(patches, base)
+    if not classes:
+        return []
+    out = []
+    for path in sorted((new / engine).rglob("*.py")):
+        rel = path.relative_to(new)
+        if (base / rel).exists():
+            continue
+        text = path.read_text(errors="replace")
+        for c in sorted(classes):
+            if re.search(rf"(?<![\w.]){c}\(", text) and not re.search(rf"^class \w+\([^)]*\b{c}\b", text, re.M):
+                out.append(f"{rel.as_posix()}: a new upstream file builds {c} (a class this variant edits) "
+                           "without subclassing it; it may need the variant's change too")
+    return out

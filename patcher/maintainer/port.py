@@ -1,0 +1,303 @@
+"""``patcher port``: carry every family to a release no variant covers, and prove the result.
+
+For each family: an entry that already holds by content (upstream evidence, a variant's exact
+pre-image, refused evidence) is reported and stops there. Otherwise the nearest variant is
+carried by a three-way merge (patcher/maintainer/merge.py): base = the pristine file of the
+newest release that variant covers, ours = base with the variant, theirs = the new release's
+pristine file. The candidate is proven as the release harness proves a shipped variant
+(patcher/maintainer/prove_variant.py) on a scratch copy of the patch set; only a proven candidate is
+offered. ``out`` receives ``<family>/<id>.diff``, ``<family>/patch.toml`` and ``releases.txt``
+as they would be committed. Exit: 0 every family proven or held, 1 a person is needed (the
+outcome says which lines upstream changed and what the merge could not decide), 2 usage.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import Version
+
+from .. import engines, hunks, manifest, matrix
+from ..errors import PatcherError
+from ..manifest import Family, Variant, contains
+from ..plan import Files, _evidence
+from . import manifest_edit, merge, newcode, prove_variant, wheels
+
+
+@dataclass
+class Outcome:
+    family: str
+    state: str  # "held" | "proven" | "flagged"
+    detail: str
+    source: str | None = None  # the variant carried
+    base: str | None = None  # the release it was written for
+    variant: str | None = None  # the new variant's id (or the extended one)
+    diff: str = ""
+    manifest: str = ""  # the family's new patch.toml
+    versions_md: str = ""  # what VERSIONS.md will say for the release
+    notes: list[str] = field(default_factory=list)  # decisions beyond a clean merge
+    report: list[str] = field(default_factory=list)  # for a person: what upstream changed, per hunk
+    proofs: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # merged post-image per target file
+    moved: dict[str, str] = field(default_factory=dict)  # target files upstream moved: old -> new path
+
+    @property
+    def exit(self) -> int:
+        return 0 if self.state in ("held", "proven") else 1
+
+
+@dataclass
+class Request:
+    engine: str
+    version: str
+    families: tuple[str, ...] = ()
+    source: str | None = None
+    out: Path | None = None
+    root: Path = manifest.PATCHES
+    site: Path | None = None  # the release's files; default: its published wheel
+    env_release: str | None = None  # published release whose CPU env hosts a release not on the index
+    probes: bool = True
+
+
+def _tree(engine: str, version: str) -> Path:
+    try:
+        return wheels.tree(engine, version)
+    except (subprocess.CalledProcessError, ValueError) as exc:
+        raise PatcherError(f"could not fetch {engine}=={version} from the package index",
+                           wanted="a published release", found=str(exc)[:200],
+                           hint="check the version ('pip index versions " + engine + "')") from None
+
+
+def _select(req: Request) -> list[Family]:
+    every = manifest.load_all(req.root, (req.engine,))
+    names = {f.name: f for f in every} | {f.id: f for f in every}
+    unknown = [n for n in req.families if n not in names]
+    if unknown:
+        raise PatcherError(f"no {req.engine} family {unknown[0]!r}", wanted=f"one of {sorted(f.name for f in every)}")
+    chosen = [names[n] for n in req.families] if req.families else list(every)
+    if req.source is not None:
+        if len(chosen) != 1:
+            raise PatcherError("--from names one variant of one family", wanted="exactly one --family with --from",
+                               found=f"{len(chosen)} families")
+        if req.source not in {v.id for v in chosen[0].variants}:
+            raise PatcherError(f"{chosen[0].id} has no variant {req.source!r}",
+                               wanted=f"one of {[v.id for v in chosen[0].variants]}")
+    return chosen
+
+
+def _held(family: Family, files: Files, version: str, releases: list[str]) -> Outcome | None:
+    for up in family.upstream:
+        if _evidence(files, up) is None:
+            return Outcome(family.id, "held", f"upstream since {up.since} ({up.ref}): its evidence holds")
+    for v in family.variants:
+        fps = family.patches[v.id]
+        pristine = hunks.FileState.PRISTINE
+        if all((lines := files.lines(fp.path)) is not None and hunks.state(lines, fp.hunks)[0] is pristine
+               for fp in fps):
+            text = (family.folder / "patch.toml").read_text()
+            if contains(v.versions, Version(version)):
+                return Outcome(family.id, "held", f"variant {v.id} covers it and its pre-image matches byte for byte",
+                               variant=v.id, manifest=text, versions_md=f"patch {v.id}")
+            toml = manifest_edit.extend_variant(text, v.id, version)
+            return Outcome(family.id, "held", f"variant {v.id}'s pre-image matches byte for byte: its range grows",
+                           variant=v.id, manifest=toml, versions_md=f"patch {v.id}")
+    for ref in family.refused:
+        if ref.evidence and _evidence(files, ref) is None:
+            return Outcome(family.id, "held", f"refused: {ref.reason} (its evidence holds); use {ref.use}")
+    return None
+
+
+def _nearest(family: Family, version: str, releases: list[str]) -> Variant:
+    """The variant covering the newest release before ``version`` (else the oldest variant)."""
+    before = sorted((r for r in releases if Version(r) < Version(version)), key=Version, reverse=True)
+    for r in before:
+        for v in family.variants:
+            if contains(v.versions, Version(r)):
+                return v
+    return family.variants[0]
+
+
+def _base_release(variant: Variant, version: str, releases: list[str]) -> str:
+    mine = [r for r in releases if contains(variant.versions, Version(r)) and Version(r) != Version(version)]
+    if not mine:
+        raise PatcherError(f"variant {variant.id} covers no release in releases.txt", found=str(variant.versions))
+    below = [r for r in mine if Version(r) < Version(version)]
+    return max(below or mine, key=Version)
+
+
+def _where_now(tree: Path, engine: str, hunk: hunks.Hunk) -> list[str]:
+    """Files of the new release that hold the first line our hunk changes (code that moved)."""
+    probe = next((ln.strip() for ln in hunk.old if ln.strip() and ln not in hunk.new), None)
+    probe = probe or next((ln.strip() for ln in hunk.old if len(ln.strip()) > 12), None)
+    if not probe:
+        return []
+    return sorted(p.relative_to(tree).as_posix() for p in (tree / engine).rglob("*.py")
+                  if probe in p.read_text(errors="replace"))[:3]
+
+
+def _derive(family: Family, source: Variant, base: str, base_tree: Path, tree: Path, out: Outcome
+            ) -> dict[str, tuple[str, str]]:
+    """(theirs, merged) per target file, or {} with ``out.report`` saying why."""
+    result: dict[str, tuple[str, str]] = {}
+    for fp in family.patches[source.id]:
+        old = (base_tree / fp.path).read_text()
+        ours = hunks.join(hunks.apply(hunks.split(old), fp.hunks))
+        if not (tree / fp.path).is_file():
+            moved = sorted({f for h in fp.hunks for f in _where_now(tree, family.engine, h)})
+            fits = [m for m in moved if _fits(tree / m, fp)]
+            if len(fits) == 1:  # git's rename detection, with our strict hunks as the similarity test
+                theirs = (tree / fits[0]).read_text()
+                result[fits[0]] = (theirs, hunks.join(hunks.apply(hunks.split(theirs), fp.hunks)))
+                out.moved[fp.path] = fits[0]
+                out.notes.append(f"{fp.path} moved to {fits[0]}: our hunks apply there as they are (no fuzz)")
+                continue
+            out.report.append(f"{fp.path}: gone in the new release" +
+                              (f"; the code our hunks change is now in {', '.join(moved)}" if moved else ""))
+            continue
+        theirs = (tree / fp.path).read_text()
+        m = merge.merge_file(fp.path, old, ours, theirs)
+        out.notes += m.notes
+        for c in m.conflicts:
+            out.report.append(f"{fp.path}:{c.line} (line of {base}): upstream and {source.id} both changed "
+                              "these lines, and the merge cannot decide")
+            out.report += [f"    {base}: {ln.rstrip()}" for ln in c.base[:12]]
+            out.report += [f"    {source.id}:   {ln.rstrip()}" for ln in c.ours[:12]]
+            out.report += [f"    new:    {ln.rstrip()}" for ln in c.theirs[:12]]
+        if m.text is not None:
+            if m.text == theirs:
+                out.report.append(f"{fp.path}: the merge leaves the new release's file unchanged "
+                                  "(upstream may hold the change in another form)")
+            result[fp.path] = (theirs, m.text)
+    return {} if out.report else result
+
+
+def _fits(path: Path, fp: hunks.FilePatch) -> bool:
+    try:
+        hunks.apply(hunks.split(path.read_text()), fp.hunks)
+    except PatcherError:
+        return False
+    return True
+
+
+def _diff(files: dict[str, tuple[str, str]]) -> str:
+    chunks: list[str] = []
+    for path in sorted(files):
+        theirs, merged = files[path]
+        chunks += difflib.unified_diff(theirs.splitlines(keepends=True), merged.splitlines(keepends=True),
+                                       f"a/{path}", f"b/{path}", n=3)
+    return "".join(chunks)
+
+
+def _scratch_patches(root: Path, engine: str, family: Family, toml: str, diff_name: str, diff: str,
+                     releases_txt: str, dest: Path) -> Path:
+    shutil.copytree(root / engine, dest / engine)
+    folder = dest / engine / family.name
+    (folder / "patch.toml").write_text(toml)
+    (folder / diff_name).write_text(diff)
+    (dest / engine / "releases.txt").write_text(releases_txt)
+    return dest
+
+
+def _modules(moved: dict[str, str]) -> dict[str, str]:
+    """Probe modules to follow a moved file: old dotted name -> new."""
+    def name(path: str) -> str:
+        return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    return {name(a): name(b) for a, b in moved.items()}
+
+
+def port_family(req: Request, family: Family, tree: Path, files: Files) -> Outcome:
+    releases = matrix.releases(req.engine, req.root)
+    if req.source is None:
+        held = _held(family, files, req.version, releases)
+        if held is not None:
+            return held
+        if not family.variants:
+            return Outcome(family.id, "flagged", "no variant to carry and no entry holds by content")
+    source = next(v for v in family.variants if v.id == req.source) if req.source else \
+        _nearest(family, req.version, releases)
+    base = _base_release(source, req.version, releases)
+    out = Outcome(family.id, "flagged", "", source=source.id, base=base)
+    base_tree = _tree(family.engine, base)
+    derived = _derive(family, source, base, base_tree, tree, out)
+    if not derived:
+        out.detail = f"{source.id} (written for {base}) does not carry to {req.version}; a person decides"
+        return out
+    out.files = {p: merged for p, (_, merged) in derived.items()}
+    out.variant = manifest_edit.next_id([v.id for v in family.variants], source.id)
+    try:
+        return _candidate(req, family, source, base, base_tree, tree, derived, releases, out)
+    except PatcherError as exc:  # a diff or manifest our own rules reject is a finding, not a crash
+        out.detail = f"{out.variant} carried from {source.id} (written for {base}) breaks a rule: {exc.what}"
+        out.report.append(f"{exc.what}; wanted {exc.wanted}; found {exc.found}".rstrip("; "))
+        return out
+
+
+def _candidate(req: Request, family: Family, source: Variant, base: str, base_tree: Path, tree: Path,
+               derived: dict[str, tuple[str, str]], releases: list[str], out: Outcome) -> Outcome:
+    assert out.variant is not None
+    out.diff = _diff(derived)
+    ours = family.patches[source.id]
+    out.report += newcode.copies(ours, base_tree, tree, hunks.parse(out.diff, f"{out.variant}.diff"))
+    out.report += newcode.wrappers(ours, base_tree, tree, family.engine)
+    out.report += newcode.new_failures(ours, base_tree, tree)
+    releases_txt = manifest_edit.add_release((req.root / req.engine / "releases.txt").read_text(), req.version)
+    out.manifest = manifest_edit.add_variant((family.folder / "patch.toml").read_text(), source.id, out.variant,
+                                             req.version, releases, _modules(out.moved))
+    with tempfile.TemporaryDirectory(prefix="kimi-port-set-") as tmp:
+        scratch = _scratch_patches(req.root, req.engine, family, out.manifest, f"{out.variant}.diff",
+                                   out.diff, releases_txt, Path(tmp))
+        fam = manifest.load(scratch / req.engine / family.name)  # the new manifest obeys the rules
+        out.versions_md = matrix.cell(fam, req.version)
+        ok, out.proofs = prove_variant.run(req.engine, req.version, family.id, scratch, req.root, tree, set(derived),
+                                   probes_too=req.probes and not out.report, env_release=req.env_release)
+    carried = f"{out.variant} carried from {source.id} (written for {base})"
+    if not ok:
+        out.detail = f"{carried} but not proven: {out.proofs[-1]}"
+    elif out.report:  # proven on the files only: the probes cannot vouch for code the variant never saw
+        out.detail = f"{carried} applies, but upstream added code it may need to cover"
+    else:
+        out.state, out.detail = "proven", f"{carried} and proven"
+    return out
+
+
+def run(req: Request) -> list[Outcome]:
+    tree = req.site or _tree(req.engine, req.version)
+    install = engines.find(req.engine, site=tree)
+    if install.version != Version(req.version):
+        raise PatcherError(f"the files at {tree} are {req.engine} {install.version}", wanted=req.version)
+    files = Files(install)
+    outcomes = [port_family(req, f, tree, files) for f in _select(req)]
+    if req.out is not None:
+        write(req, outcomes)
+    return outcomes
+
+
+def write(req: Request, outcomes: list[Outcome]) -> None:
+    """The proven and held results as they would be committed (flagged ones are not written)."""
+    good = [o for o in outcomes if o.exit == 0 and o.manifest]
+    if not good or req.out is None:
+        return
+    req.out.mkdir(parents=True, exist_ok=True)
+    releases = req.out / "releases.txt"
+    src = releases if releases.is_file() else req.root / req.engine / "releases.txt"
+    text = manifest_edit.add_release(src.read_text(), req.version)
+    for o in good:
+        folder = req.out / o.family.split("/", 1)[1]
+        folder.mkdir(parents=True, exist_ok=True)
+        if o.diff:
+            _write(folder / f"{o.variant}.diff", o.diff)
+        _write(folder / "patch.toml", o.manifest)
+    _write(releases, text)
+
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: a reviewer never sees half a manifest."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

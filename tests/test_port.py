@@ -1,0 +1,245 @@
+"""`patcher port`: merge rules on small texts, the installer's import isolation, and ports proven
+on real published releases (vLLM 0.27.0 from D4 alone; a release newer than releases.txt)."""
+
+from __future__ import annotations
+
+import ast
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patcher import engines, hunks, manifest
+from patcher.__main__ import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_merge_carries_upstream_rename_into_our_copied_line():
+    from patcher.maintainer import merge
+
+    base = "def gate():\n    return (\n        is_sm90\n        and args_dict[\"fusion\"]\n    )\n"
+    ours = base.replace("        is_sm90\n", "        (is_sm90 or (args_dict[\"fusion\"] and cap == 12))\n")
+    theirs = base.replace('args_dict["fusion"]', "get_args().fusion")
+    m = merge.merge_file("x.py", base, ours, theirs)
+    assert m.conflicts == []
+    assert 'args_dict["fusion"]' not in m.text  # a NameError on SM 12.x otherwise
+    assert "(is_sm90 or (get_args().fusion and cap == 12))" in m.text
+    assert "and get_args().fusion\n" in m.text
+
+
+def test_merge_puts_both_insertions_at_one_place_upstream_first():
+    from patcher.maintainer import merge
+
+    base = "T = {\n    90: 1,\n}\n"
+    ours = "T = {\n    90: 1,\n    120: 3,\n}\n"
+    theirs = "T = {\n    90: 1,\n    107: 2,\n}\n"
+    m = merge.merge_file("x.py", base, ours, theirs)
+    assert m.text == "T = {\n    90: 1,\n    107: 2,\n    120: 3,\n}\n" and m.notes
+
+
+def test_merge_joins_list_insertions_with_their_separator():
+    from patcher.maintainer import merge
+
+    base = 'x = ["a", "b"]\n'
+    ours = 'x = [\n    "a",\n    "b",\n    "ours",\n]\n'
+    theirs = 'x = [\n    "a",\n    "b",\n    "new",\n]\n'
+    m = merge.merge_file("x.py", base, ours, theirs)
+    assert m.text == 'x = [\n    "a",\n    "b",\n    "new",\n    "ours",\n]\n'
+    assert ast.literal_eval(m.text.split("=", 1)[1].strip()) == ["a", "b", "new", "ours"]
+
+
+def test_merge_leaves_real_conflicts_to_a_person():
+    from patcher.maintainer import merge
+
+    base = "if a:\n    go()\n"
+    ours = "if b:\n    go()\n"
+    theirs = "if c:\n    go()\n"  # the same word, replaced by both
+    m = merge.merge_file("x.py", base, ours, theirs)
+    assert m.text is None and m.conflicts and m.conflicts[0].line == 1
+
+
+def test_new_variant_is_declared_for_the_release_and_its_probes(tmp_path):
+    from patcher.maintainer import manifest_edit
+
+    folder = manifest.PATCHES / "vllm" / "sm120-allreduce-fusion"
+    text = manifest_edit.add_variant((folder / "patch.toml").read_text(), "D4", "D6", "0.27.0",
+                                     ["0.26.0", "0.27.0", "0.28.0"])
+    (tmp_path / "vllm" / "f").mkdir(parents=True)
+    (tmp_path / "vllm" / "f" / "patch.toml").write_text(text)
+    for name in ("D1", "D2", "D3", "D4", "D5", "D6"):
+        (tmp_path / "vllm" / "f" / f"{name}.diff").write_text((folder / "D4.diff").read_text())
+    fam = manifest.load(tmp_path / "vllm" / "f")  # no overlap: D5 gave 0.27.0 up
+    from packaging.version import Version
+    assert fam.classify(Version("0.27.0")).id == "D6" and fam.classify(Version("0.28.0")).id == "D5"
+    assert any("D6" in p.when for p in fam.probes)
+    assert "flashinfer-python" in text and '">=0.6.17"' in text  # [[requires]] ranges are not ours to carve
+
+
+def test_apply_verify_revert_never_import_the_port_machinery(tmp_path):
+    from patcher.maintainer import prove_variant, wheels
+
+    tree = wheels.tree("sglang", "0.5.23")
+    install = engines.find("sglang", site=tree)
+    fam = manifest.load(manifest.PATCHES / "sglang" / "sm120-allreduce-fusion")
+    rels = {fp.path for v in fam.variants[-1:] for fp in fam.patches[v.id]}
+    site = prove_variant.scratch_site(tree, install, rels, tmp_path / "site")
+    code = f"""
+import sys
+from patcher.__main__ import main
+for cmd in ("verify", "apply", "verify", "revert"):
+    main([cmd, "--engine", "sglang", "--site", {str(site)!r}, "--no-probes", "--only", "sm120-allreduce-fusion"])
+bad = sorted(m for m in sys.modules if m == "merge3" or m.startswith("patcher.maintainer"))
+assert not bad, bad
+print("CLEAN")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert "CLEAN" in proc.stdout, proc.stderr[-2000:]
+
+
+def _sizes(text: str) -> dict:
+    """The capability-120 entries of both size tables, read from the source as Python."""
+    out = {}
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.AnnAssign | ast.Assign) and isinstance(node.value, ast.Dict):
+            name = ast.unparse(node.target if isinstance(node, ast.AnnAssign) else node.targets[0])
+            table = ast.literal_eval(node.value)
+            if 120 in table:
+                out[name] = table[120]
+    return out
+
+
+@pytest.mark.wheels
+@pytest.mark.cpuenv
+def test_port_vllm_0_27_0_from_d4_alone_gives_sm120_d5s_sizes(tmp_path):
+    from patcher.maintainer import wheels
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["port", "--engine", "vllm", "--to", "0.27.0", "--family", "sm120-allreduce-fusion",
+                 "--from", "D4", "--out", str(tmp_path)], out=out, err=err)
+    assert code == 0, out.getvalue() + err.getvalue()
+    assert "proof: probe sm120-fusion-size-table-moved passed" in out.getvalue()
+    diff = (tmp_path / "sm120-allreduce-fusion" / "D6.diff").read_text()
+    (fp,) = hunks.parse(diff, "D6.diff")
+    tree = wheels.tree("vllm", "0.27.0")
+    ported = hunks.join(hunks.apply(hunks.split((tree / fp.path).read_text()), fp.hunks))
+    fam = manifest.load(manifest.PATCHES / "vllm" / "sm120-allreduce-fusion")
+    (d5,) = fam.patches["D5"]
+    shipped = hunks.join(hunks.apply(hunks.split((tree / fp.path).read_text()), d5.hunks))
+    assert _sizes(ported) == _sizes(shipped) and len(_sizes(ported)) == 2
+    assert "107: {" in ported  # upstream's entry kept, ours after it
+    assert "0.27.0" in (tmp_path / "releases.txt").read_text()
+
+
+def _republish(engine: str, base: str, new: str, dest: Path, edit: tuple[str, str, str]) -> Path:
+    """``base``'s files published again as ``new`` with one upstream edit (RECORD kept consistent)."""
+    from patcher.maintainer import prove_variant, wheels
+
+    tree = wheels.tree(engine, base)
+    install = engines.find(engine, site=tree)
+    rel, old, replacement = edit
+    site = prove_variant.scratch_site(tree, install, set(), dest)
+    for src in (tree / engine).rglob("*.py"):
+        target = site / src.relative_to(tree)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(src.read_bytes())
+    text = (site / rel).read_text()
+    assert text.count(old) == 1
+    data = text.replace(old, replacement).encode()
+    (site / rel).write_bytes(data)
+    info = (site / install.dist_info.name).rename(site / f"{engine}-{new}.dist-info")
+    meta = info / "METADATA"
+    meta.write_text(meta.read_text().replace(f"Version: {base}", f"Version: {new}", 1))
+    record = (info / "RECORD").read_text().splitlines()
+    fixed = [f"{rel},{engines.sha256_record(data)},{len(data)}" if ln.startswith(rel + ",") else
+             ln.replace(install.dist_info.name, info.name) for ln in record]
+    (info / "RECORD").write_text("\n".join(fixed) + "\n")
+    return site
+
+
+@pytest.mark.wheels
+@pytest.mark.cpuenv
+def test_port_derives_and_proves_a_release_newer_than_releases_txt(tmp_path):
+    from patcher.maintainer import port
+
+    rel = "sglang/srt/layers/layer_boundary/residual/add_norm.py"
+    edit = (rel, "def flashinfer_ar_fusion_applies(batch_size: int):",
+            "def flashinfer_ar_fusion_applies(batch_size: int) -> bool:")  # two lines above our hunk
+    site = _republish("sglang", "0.5.23", "0.5.99", tmp_path / "site", edit)
+    req = port.Request("sglang", "0.5.99", ("sm120-allreduce-fusion",), site=site, env_release="0.5.23",
+                       out=tmp_path / "out")
+    (o,) = port.run(req)
+    assert o.state == "proven", "\n".join([o.detail, *o.report, *o.proofs])
+    assert o.source == "v11" and o.base == "0.5.23" and o.variant == "v12"
+    assert any(p.startswith("probe ") for p in o.proofs)
+    assert " def flashinfer_ar_fusion_applies(batch_size: int) -> bool:" in o.diff  # the new context
+    written = (tmp_path / "out" / "sm120-allreduce-fusion" / "patch.toml").read_text()
+    assert 'id = "v12"' in written and 'versions = ">=0.5.99"' in written
+
+
+def _port(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    return main(["port", *argv], out=out, err=err), out.getvalue(), err.getvalue()
+
+
+@pytest.mark.wheels
+def test_port_says_what_already_holds_by_content_and_stops(tmp_path):
+    import json
+
+    code, out, err = _port("--engine", "sglang", "--to", "0.5.23", "--family", "sm120-allreduce-fusion",
+                           "--family", "eagle3-drafter-keys", "--json", "--out", str(tmp_path))
+    assert code == 0, out + err
+    fams = {f["id"]: f for f in json.loads(out)[0]["families"]}
+    assert fams["sglang/eagle3-drafter-keys"]["state"] == "held"
+    assert "upstream since 0.5.12" in fams["sglang/eagle3-drafter-keys"]["detail"]
+    gate = fams["sglang/sm120-allreduce-fusion"]
+    assert gate["state"] == "held" and gate["variant"] == "v11" and gate["proofs"] == []
+    shipped = (manifest.PATCHES / "sglang" / "sm120-allreduce-fusion" / "patch.toml").read_text()
+    assert (tmp_path / "sm120-allreduce-fusion" / "patch.toml").read_text() == shipped  # v11 already covers it
+
+
+def test_a_variant_whose_pre_image_matches_a_newer_release_grows_its_range():
+    from patcher.maintainer import manifest_edit
+
+    text = (manifest.PATCHES / "vllm" / "sm120-allreduce-fusion" / "patch.toml").read_text()
+    grown = manifest_edit.extend_variant(text, "D5", "0.34.0")
+    assert 'versions = ">=0.27.0,<=0.34.0"' in grown and grown.count("<=0.34.0") == 1
+
+
+@pytest.mark.wheels
+def test_port_flags_what_it_cannot_carry_with_the_upstream_change(tmp_path):
+    code, out, err = _port("--engine", "sglang", "--to", "0.5.8", "--family", "sm120-allreduce-fusion",
+                           "--from", "v3", "--no-probes", "--out", str(tmp_path))
+    assert code == 1, out + err
+    assert "needs a person" in out and "apply_flashinfer_allreduce_fusion" in out  # upstream's new helper
+    assert not any(tmp_path.iterdir())  # nothing written for a flagged family
+
+
+@pytest.mark.parametrize("argv,what", [
+    (["--engine", "vllm"], "port needs one release"),
+    (["--engine", "vllm", "--to", "0.27.0", "--family", "nope"], "no vllm family 'nope'"),
+    (["--engine", "vllm", "--to", "0.27.0", "--from", "D4"], "--from names one variant of one family"),
+    (["--engine", "vllm", "--to", "0.27.0", "--family", "sm120-allreduce-fusion", "--from", "X9"],
+     "has no variant 'X9'"),
+])
+def test_port_usage_errors_exit_2_with_one_line(argv, what):
+    code, out, err = _port(*argv)
+    assert code == 2 and err.splitlines()[0].startswith("error: ") and what in err
+    assert "Traceback" not in err
+
+
+def test_moved_file_gives_the_new_variant_a_probe_of_the_moved_module():
+    from patcher.maintainer import manifest_edit
+    from patcher.maintainer.manifest_edit import blocks
+
+    text = ('title = "x"\n\n[[variant]]\nid = "v1"\nversions = ">=1.0"\n\n[[probe]]\nid = "p"\nmodule = "a.b"\n'
+            'check = "c"\nwhen = [\n  "v1",\n  "upstream",\n]\n')
+    same = manifest_edit.add_variant(text, "v1", "v2", "1.5", ["1.0", "1.5"])
+    assert [b.field("when") for b in blocks(same) if b.kind == "probe"] == [["v1", "v2", "upstream"]]
+    moved = manifest_edit.add_variant(text, "v1", "v2", "1.5", ["1.0", "1.5"], {"a.b": "a.c"})
+    probes = [(b.field("module"), b.field("when")) for b in blocks(moved) if b.kind == "probe"]
+    assert probes == [("a.b", ["v1", "upstream"]), ("a.c", ["v2"])]
+    assert [b.field("versions") for b in blocks(moved) if b.kind == "variant"] == [">=1.0,<1.5", ">=1.5"]
