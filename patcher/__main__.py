@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
 
     drafter_cli.add_parser(sub)
     port = sub.add_parser("port", help="maintainers: carry the patch set to a release no variant covers, proven")
-    port.add_argument("--engine", choices=("vllm", "sglang"), required=True)
+    port.add_argument("--engine", choices=("vllm", "sglang"), required=True, help="whose patch set (required)")
     port.add_argument("--to", metavar="VERSION", help="the release to carry the patch set to")
     port.add_argument("--newer", action="store_true", help="every release on the index that releases.txt lacks")
     port.add_argument("--family", action="append", default=[], metavar="ID", help="only this family (repeatable)")
