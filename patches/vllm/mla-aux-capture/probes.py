@@ -280,8 +280,12 @@ def kimi_k25_proposer_shares_target_weights(module) -> None:
         try:
             proposer.load_model(wrapper)
         except AttributeError as exc:
-            raise AssertionError(f"EagleProposer.load_model on a Kimi-K2.5 target raised AttributeError: {exc}") from None
+            raise AssertionError(
+                f"EagleProposer.load_model on a Kimi-K2.5 target raised AttributeError: {exc}"
+            ) from None
     got = getattr(draft.config, "image_token_index", None)
-    assert got == K25_MEDIA_TOKEN, f"drafter's image_token_index is {got}, expected K2.5's media token {K25_MEDIA_TOKEN}"
+    assert got == K25_MEDIA_TOKEN, (
+        f"drafter's image_token_index is {got}, expected K2.5's media token {K25_MEDIA_TOKEN}"
+    )
     assert draft.model.embed_tokens is embed, "the drafter did not get the K2.5 target's embed_tokens"
     assert draft.lm_head is head, "the drafter did not get the K2.5 target's lm_head"
