@@ -2,7 +2,10 @@
 
 They build the real classes with object.__new__ (no weights, no GPU, no distributed setup) and
 drive the real methods: the interface check the runner uses (supports_eagle3), the aux-layer
-setter/getter, DeepseekV2Model.forward's capture, and the Kimi-K2.5 wrapper's delegation.
+setter and the default-layers method the runner calls, DeepseekV2Model's own __init__ (its default
+of no aux layers) and forward's capture, the Kimi-K2.5 wrapper's delegation, and the EAGLE
+proposer's load_model on a K2.5 target (image token, shared embed_tokens and lm_head).
+Every hunk of every variant is caught by one of them: benchmarks/probe_mutation.py.
 """
 
 from __future__ import annotations
