@@ -106,7 +106,9 @@ def file_pairs(draw):
                 new[i] = new[i] + "!"
     eol_old = draw(st.booleans())
     eol_new = draw(st.booleans())
-    as_text = lambda ls, eol: "\n".join(ls) + ("\n" if eol and ls else "")
+    def as_text(ls, eol):
+        return "\n".join(ls) + ("\n" if eol and ls else "")
+
     return as_text(old, eol_old), as_text(new, eol_new)
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from patcher import actions, engines, manifest, matrix
+from patcher.maintainer import wheels
 from patcher.manifest import Refused, Upstream, Variant
 from patcher.plan import State, assess
-from patcher.maintainer import wheels
 
 RELEASES = [(e, v) for e in manifest.ENGINES for v in matrix.releases(e)]
 
