@@ -414,3 +414,54 @@ def test_bytecode_cached_files_honours_the_prefix(tmp_path):
 def test_patcher_error_has_what_wanted_found_hint():
     err = PatcherError("x failed", wanted="w", found="f", hint="h")
     assert (err.what, err.wanted, err.found, err.hint, err.exit_code) == ("x failed", "w", "f", "h", 2)
+
+
+# ------------------------------------------------------------------ found by mutmut (issue 13, section 4)
+
+
+def test_untested_release_matching_a_pre_image_names_the_flag(venv, tmp_path):
+    """Survivor plan._unknown hint mutants: the hint is what tells the user how to proceed."""
+    python, site = venv
+    install(python, tmp_path, "3.0")
+    st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"))))
+    assert st.state is State.UNKNOWN and st.hint == "'patcher apply --allow-untested' applies it"
+
+
+def test_untested_release_with_our_post_image_and_no_record_is_applied(venv, tmp_path):
+    """An untested release whose files already hold our variant (state file lost, or applied by an
+    older patcher) is reported applied, not 'no variant fits'. The upstream evidence is made to
+    differ from our post-image so only the variant can explain the files.
+    Survivors plan._unknown in_place = "" / None / `and`."""
+    python, site = venv
+    install(python, tmp_path, "3.0", toy.PATCHED)
+    patches = family(tmp_path / "p")
+    manifest_file = patches / toy.ENGINE / "fix" / "patch.toml"
+    manifest_file.write_text(manifest_file.read_text().replace('contains = ["return 2"]', 'contains = ["return 3"]'))
+    st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=patches)))
+    assert st.state is State.APPLIED and st.variant == "v1" and st.untested
+    assert st.probes and st.probes[0]["status"] == "passed"
+
+
+def test_site_without_python_removes_shipped_bytecode_it_cannot_rebuild(venv, tmp_path):
+    """--site alone: no interpreter to rebuild bytecode with, so it is removed and the run still
+    succeeds. (The mutmut survivor bytecode.recompile `or` -> `and` is equivalent: without an
+    interpreter there is no cache tag, so shipped() finds nothing to rebuild.)"""
+    python, site = venv
+    install(python, tmp_path)
+    tag = _tag(python)
+    pyc = site / "toyengine" / "__pycache__" / f"core.{tag}.pyc"
+    subprocess.run([str(python), "-m", "compileall", "-q", "-f", str(site / "toyengine")], check=True)
+    assert pyc.exists()
+    r = actions.apply(toy.ENGINE, actions.Options(site=site, patches=family(tmp_path / "p"), probes=False))
+    assert r.changed == ["toyengine/core.py"] and only(r).state is State.APPLIED
+    assert not pyc.exists()
+    assert toy.run_value(python) == 2
+
+
+def test_untested_release_that_no_variant_fits_names_the_nearest(venv, tmp_path):
+    """Survivor plan._unknown `in_place = ""` (returned a string for a status here)."""
+    python, site = venv
+    install(python, tmp_path, "3.0", toy.MODULE_V1.replace("return 1", "return 7"))
+    st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"))))
+    assert st.state is State.UNKNOWN and st.variant == "v1"
+    assert st.detail.startswith("no variant declared for 3.0; nearest is v1")
