@@ -465,3 +465,20 @@ def test_untested_release_that_no_variant_fits_names_the_nearest(venv, tmp_path)
     st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"))))
     assert st.state is State.UNKNOWN and st.variant == "v1"
     assert st.detail.startswith("no variant declared for 3.0; nearest is v1")
+
+
+def test_failed_bytecode_rebuild_is_a_note_not_a_crash(venv, tmp_path, monkeypatch):
+    """The rebuild runs after the commit point: if the target interpreter cannot rebuild (full
+    disk, read-only cache), the files are patched and their stale bytecode is gone, so the run
+    succeeds and says why start-up will compile. Before: CalledProcessError escaped as a traceback.
+    Survivors bytecode.recompile check=False / capture_output=False."""
+    python, site = venv
+    install(python, tmp_path)
+    subprocess.run([str(python), "-m", "compileall", "-q", "-f", "--invalidation-mode", "unchecked-hash",
+                    str(site / "toyengine")], check=True)
+    monkeypatch.setattr(bytecode, "_COMPILE", "import sys; sys.exit('OSError: [Errno 28] No space left on device')")
+    r = actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p")))
+    assert r.changed == ["toyengine/core.py"] and r.exit_code(True) == 0
+    assert any("not rebuilt (OSError: [Errno 28] No space left on device)" in n for n in r.notes), r.notes
+    assert not list((site / "toyengine" / "__pycache__").glob("core.*.pyc"))
+    assert toy.run_value(python) == 2
