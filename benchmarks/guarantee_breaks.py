@@ -79,10 +79,6 @@ BREAKS = [
      '    if False:\n',
      'test_guarantees.py::test_bytecode_cached_files_honours_the_prefix '
      'test_scenarios.py::test_pycache_prefix_bytecode_is_removed'),
-    ('mm recompile and', 'patcher/bytecode.py',
-     'if not items or not install.python:',
-     'if not items and not install.python:',
-     'test_guarantees.py::test_site_without_python_removes_shipped_bytecode_it_cannot_rebuild'),
     ('mm in_place none', 'patcher/plan.py',
      'in_place = in_place or st',
      'in_place = None',
