@@ -485,3 +485,22 @@ def test_failed_bytecode_rebuild_is_a_note_not_a_crash(venv, tmp_path, monkeypat
     assert any("not rebuilt (OSError: [Errno 28] No space left on device)" in n for n in r.notes), r.notes
     assert not list((site / "toyengine" / "__pycache__").glob("core.*.pyc"))
     assert toy.run_value(python) == 2
+
+
+def test_own_bytecode_is_rebuilt_beside_other_interpreters_bytecode(venv, tmp_path):
+    """Another interpreter's pyc in the same __pycache__ is skipped, not a reason to stop looking:
+    this interpreter's shipped pyc is still rebuilt (mutmut survivor bytecode.shipped
+    `continue` -> `break`; several other tags make the scan meet one first)."""
+    python, site = venv
+    install(python, tmp_path)
+    pkg = site / "toyengine"
+    subprocess.run([str(python), "-m", "compileall", "-q", "-f", "--invalidation-mode", "unchecked-hash",
+                    str(pkg)], check=True)
+    for n in range(390, 399):
+        (pkg / "__pycache__" / f"core.cpython-{n}.pyc").write_bytes(b"another interpreter")
+    own = pkg / "__pycache__" / f"core.{_tag(python)}.pyc"
+    old = own.read_bytes()
+    actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"), probes=False))
+    assert own.exists() and own.read_bytes() != old, "this interpreter's shipped bytecode was not rebuilt"
+    assert int.from_bytes(own.read_bytes()[4:8], "little") == 1
+    assert not list((pkg / "__pycache__").glob("core.cpython-39*.pyc"))
