@@ -111,6 +111,10 @@ BREAKS = [
      "                continue\n            opt = int",
      "                break\n            opt = int",
      'test_guarantees.py::test_own_bytecode_is_rebuilt_beside_other_interpreters_bytecode'),
+    ('mm shipped default mode', 'patcher/bytecode.py',
+     '_MODES.get(flags, "TIMESTAMP")',
+     '_MODES.get(flags, "timestamp")',
+     'test_guarantees.py::test_pyc_with_an_unknown_flags_word_is_rebuilt_as_timestamp'),
 ]
 
 

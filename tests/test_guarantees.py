@@ -504,3 +504,17 @@ def test_own_bytecode_is_rebuilt_beside_other_interpreters_bytecode(venv, tmp_pa
     assert own.exists() and own.read_bytes() != old, "this interpreter's shipped bytecode was not rebuilt"
     assert int.from_bytes(own.read_bytes()[4:8], "little") == 1
     assert not list((pkg / "__pycache__").glob("core.cpython-39*.pyc"))
+
+
+def test_pyc_with_an_unknown_flags_word_is_rebuilt_as_timestamp(venv, tmp_path):
+    """A shipped pyc whose PEP 552 flags word is none of 0/1/3 (damaged) is rebuilt in the default
+    timestamp mode, not skipped (mutmut survivors bytecode.shipped default mode None / misspelt)."""
+    python, site = venv
+    install(python, tmp_path)
+    own = site / "toyengine" / "__pycache__" / f"core.{_tag(python)}.pyc"
+    data = bytearray(own.read_bytes())
+    data[4:8] = (2).to_bytes(4, "little")
+    own.write_bytes(bytes(data))
+    r = actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"), probes=False))
+    assert not r.notes, r.notes
+    assert own.exists() and int.from_bytes(own.read_bytes()[4:8], "little") == 0
