@@ -189,7 +189,10 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
                                         for fp in s.family.patches[s.variant or ""]}}
     compiled = bytecode.shipped(install, sorted(changes))
     write.commit(install, changes, state, _forget(install))
-    bytecode.recompile(install, compiled)
+    failed = bytecode.recompile(install, compiled)
+    if failed:
+        report.notes.append(f"the shipped bytecode was removed but not rebuilt ({failed}); "
+                            "the first import compiles it")
     # Re-read everything from disk: the report says what is there now, not what we meant to write.
     after = assess(install, fams, write.read_state(install))
     report.statuses = after

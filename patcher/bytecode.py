@@ -80,9 +80,17 @@ for src, opt, mode in json.loads(sys.argv[1]):
 """
 
 
-def recompile(install: Install, items: list[Compiled]) -> None:
-    """Rebuild in the target interpreter itself: the magic number must be its own."""
+def recompile(install: Install, items: list[Compiled]) -> str | None:
+    """Rebuild in the target interpreter itself: the magic number must be its own. Returns why
+    it failed, or None. A failure is not an error: the stale bytecode is already gone, so the
+    engine's next import compiles the new source itself (only start-up is slower)."""
     if not items or not install.python:
-        return
+        return None
     payload = json.dumps([[c.source, c.optimize, c.mode] for c in items])
-    subprocess.run([install.python, "-c", _COMPILE, payload], check=True, capture_output=True, timeout=300)
+    try:
+        subprocess.run([install.python, "-c", _COMPILE, payload], check=True, capture_output=True, timeout=300)
+    except subprocess.CalledProcessError as exc:
+        return (exc.stderr.decode(errors="replace").strip().splitlines() or [f"exit {exc.returncode}"])[-1][:300]
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)[:300]
+    return None

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from patcher import hunks
 from patcher.errors import DiffError, HunkFailed
 from patcher.hunks import FileState
+from tests.support import tools
 
 
 def make_diff(old: str, new: str, path: str = "pkg/m.py", n: int = 3) -> str:
@@ -105,7 +106,9 @@ def file_pairs(draw):
                 new[i] = new[i] + "!"
     eol_old = draw(st.booleans())
     eol_new = draw(st.booleans())
-    as_text = lambda ls, eol: "\n".join(ls) + ("\n" if eol and ls else "")
+    def as_text(ls, eol):
+        return "\n".join(ls) + ("\n" if eol and ls else "")
+
     return as_text(old, eol_old), as_text(new, eol_new)
 
 
@@ -121,13 +124,27 @@ def test_roundtrip_property(pair):
     assert hunks.state(hunks.split(new), fp.hunks)[0] is FileState.APPLIED
 
 
-GNU_PATCH = shutil.which("patch")
+def _gnu_patch() -> str | None:
+    path = shutil.which("patch")
+    if path is None:
+        return None
+    out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
+    return path if "GNU patch" in out else None  # BSD patch differs on fuzz and offsets
 
 
-@pytest.mark.skipif(GNU_PATCH is None, reason="GNU patch is not installed")
+GNU_PATCH = _gnu_patch()
+
+
+@pytest.fixture(scope="module")
+def gnu_patch() -> str:
+    tools.require(GNU_PATCH is not None, "GNU patch")
+    assert GNU_PATCH is not None
+    return GNU_PATCH
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(file_pairs(), st.integers(0, 3))
-def test_gnu_patch_oracle_agrees(tmp_path_factory, pair, pad):
+def test_gnu_patch_oracle_agrees(gnu_patch, tmp_path_factory, pair, pad):
     """Same diff, same (shifted) file: GNU patch with fuzz 0 and we give the same bytes."""
     old, new = pair
     if old == new or not old or not new:
@@ -137,7 +154,7 @@ def test_gnu_patch_oracle_agrees(tmp_path_factory, pair, pad):
     d = tmp_path_factory.mktemp("oracle")
     (d / "pkg").mkdir()
     (d / "pkg" / "m.py").write_text(shifted)
-    gnu = subprocess.run([GNU_PATCH, "-p1", "-F0", "--no-backup-if-mismatch", "-s", "-r", "-"],
+    gnu = subprocess.run([gnu_patch, "-p1", "-F0", "--no-backup-if-mismatch", "-s", "-r", "-"],
                          input=diff, text=True, cwd=d, capture_output=True)
     try:
         ours = hunks.join(hunks.apply(hunks.split(shifted), hunks.parse(diff, "t")[0].hunks))

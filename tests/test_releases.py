@@ -14,11 +14,82 @@ from pathlib import Path
 import pytest
 
 from patcher import actions, engines, manifest, matrix
+from patcher.maintainer import wheels
 from patcher.manifest import Refused, Upstream, Variant
 from patcher.plan import State, assess
-from patcher.maintainer import wheels
 
 RELEASES = [(e, v) for e in manifest.ENGINES for v in matrix.releases(e)]
+
+
+# An expectation that does not come from the code under test: for a sample of releases holding the
+# first and last covered release of every variant / upstream / refused range, the cell each family
+# must show. Frozen from the reviewed matrix on 2026-12-01 and spot-checked against the wheels'
+# files at the boundaries (e.g. vLLM 0.17.1 deepseek_v2.py has no SupportsEagle3, 0.18.0 has it;
+# speculative.py lists "kimi_k2" in 0.18.0-0.21.0 and has no list from 0.22.0; AllReduceFusionPass
+# first appears in 0.10.0; SGLang's set_eagle3_layers_to_capture first in 0.5.4.post2 and
+# legacy_name_map first in 0.5.12). test_release_matches_the_table compares what plan.assess says
+# on the real wheel with this table, so a manifest or plan.py change that moves a release fails
+# until the table is changed too, on purpose. Columns follow FAMILIES[engine].
+FAMILIES = {
+    "vllm": ("eagle3-drafter-keys", "eagle3-target-whitelist", "mla-aux-capture", "sm120-allreduce-fusion"),
+    "sglang": ("eagle3-drafter-keys", "eagle3-loud-fc-skip", "k25-aux-capture", "sm120-allreduce-fusion"),
+}
+EXPECTED: dict[tuple[str, str], tuple[str, ...]] = {
+    ("vllm", "0.9.0"): ("upstream 0.9.0", "refused", "refused", "refused"),
+    ("vllm", "0.9.1"): ("upstream 0.9.0", "refused", "refused", "refused"),
+    ("vllm", "0.9.2"): ("upstream 0.9.0", "refused", "refused", "refused"),
+    ("vllm", "0.10.0"): ("upstream 0.9.0", "refused", "refused", "upstream 0.10.0"),
+    ("vllm", "0.10.1"): ("upstream 0.9.0", "refused", "refused", "upstream 0.10.0"),
+    ("vllm", "0.11.0"): ("upstream 0.9.0", "refused", "refused", "upstream 0.10.0"),
+    ("vllm", "0.11.1"): ("upstream 0.9.0", "patch A4", "patch B7", "patch D1"),
+    ("vllm", "0.11.2"): ("upstream 0.9.0", "patch A4", "patch B7", "patch D1"),
+    ("vllm", "0.12.0"): ("upstream 0.9.0", "patch A4", "patch B8", "patch D1"),
+    ("vllm", "0.13.0"): ("upstream 0.9.0", "patch A4", "patch B9", "patch D1"),
+    ("vllm", "0.14.1"): ("upstream 0.9.0", "patch A4", "patch B9", "patch D1"),
+    ("vllm", "0.15.0"): ("upstream 0.9.0", "patch A4", "patch B10", "patch D1"),
+    ("vllm", "0.15.1"): ("upstream 0.9.0", "patch A4", "patch B10", "patch D1"),
+    ("vllm", "0.16.0"): ("upstream 0.9.0", "patch A5", "patch B11", "patch D2"),
+    ("vllm", "0.17.0"): ("upstream 0.9.0", "patch A6", "patch B12", "patch D2"),
+    ("vllm", "0.17.1"): ("upstream 0.9.0", "patch A6", "patch B12", "patch D2"),
+    ("vllm", "0.18.0"): ("upstream 0.9.0", "upstream 0.18.0", "upstream 0.18.0", "patch D2"),
+    ("vllm", "0.18.1"): ("upstream 0.9.0", "upstream 0.18.0", "upstream 0.18.0", "patch D2"),
+    ("vllm", "0.19.0"): ("upstream 0.9.0", "upstream 0.18.0", "upstream 0.18.0", "patch D3"),
+    ("vllm", "0.19.1"): ("upstream 0.9.0", "upstream 0.18.0", "upstream 0.18.0", "patch D3"),
+    ("vllm", "0.20.0"): ("upstream 0.9.0", "upstream 0.18.0", "upstream 0.18.0", "patch D3"),
+    ("vllm", "0.21.0"): ("upstream 0.9.0", "upstream 0.18.0", "upstream 0.18.0", "patch D3"),
+    ("vllm", "0.22.0"): ("upstream 0.9.0", "upstream 0.18.0", "upstream 0.18.0", "patch D3"),
+    ("vllm", "0.24.0"): ("upstream 0.9.0", "upstream 0.18.0", "upstream 0.18.0", "patch D3"),
+    ("vllm", "0.25.0"): ("upstream 0.9.0", "upstream 0.18.0", "upstream 0.18.0", "patch D4"),
+    ("vllm", "0.26.0"): ("upstream 0.9.0", "upstream 0.18.0", "upstream 0.18.0", "patch D4"),
+    ("vllm", "0.27.0"): ("upstream 0.9.0", "upstream 0.18.0", "upstream 0.18.0", "patch D5"),
+    ("vllm", "0.33.0"): ("upstream 0.9.0", "upstream 0.18.0", "upstream 0.18.0", "patch D5"),
+    ("sglang", "0.5.1"): ("patch v1", "patch v1", "refused", "patch v1"),
+    ("sglang", "0.5.1.post3"): ("patch v1", "patch v1", "refused", "patch v1"),
+    ("sglang", "0.5.2"): ("patch v1", "patch v1", "refused", "patch v2"),
+    ("sglang", "0.5.3.post1"): ("patch v1", "patch v1", "refused", "patch v2"),
+    ("sglang", "0.5.3.post2"): ("patch v1", "patch v1", "refused", "patch v3"),
+    ("sglang", "0.5.4.post1"): ("patch v1", "patch v1", "refused", "patch v3"),
+    ("sglang", "0.5.4.post2"): ("patch v1", "patch v1", "upstream 0.5.4.post2", "patch v3"),
+    ("sglang", "0.5.7"): ("patch v1", "patch v1", "upstream 0.5.4.post2", "patch v3"),
+    ("sglang", "0.5.8"): ("patch v1", "patch v1", "upstream 0.5.4.post2", "patch v4"),
+    ("sglang", "0.5.8.post1"): ("patch v1", "patch v1", "upstream 0.5.4.post2", "patch v4"),
+    ("sglang", "0.5.9"): ("patch v1", "patch v1", "patch v1", "patch v4"),
+    ("sglang", "0.5.10"): ("patch v1", "patch v2", "upstream 0.5.10", "patch v4"),
+    ("sglang", "0.5.10.post1"): ("patch v1", "patch v2", "upstream 0.5.10", "patch v4"),
+    ("sglang", "0.5.11"): ("patch v1", "patch v2", "upstream 0.5.10", "patch v5"),
+    ("sglang", "0.5.12"): ("upstream 0.5.12", "patch v2", "upstream 0.5.10", "patch v5"),
+    ("sglang", "0.5.13.post1"): ("upstream 0.5.12", "patch v2", "upstream 0.5.10", "patch v5"),
+    ("sglang", "0.5.14"): ("upstream 0.5.12", "patch v2", "upstream 0.5.10", "patch v6"),
+    ("sglang", "0.5.15.post1"): ("upstream 0.5.12", "patch v2", "upstream 0.5.10", "patch v6"),
+    ("sglang", "0.5.16"): ("upstream 0.5.12", "patch v2", "upstream 0.5.10", "patch v7"),
+    ("sglang", "0.5.17"): ("upstream 0.5.12", "patch v2", "upstream 0.5.10", "patch v8"),
+    ("sglang", "0.5.18"): ("upstream 0.5.12", "patch v2", "upstream 0.5.10", "patch v8"),
+    ("sglang", "0.5.19"): ("upstream 0.5.12", "patch v2", "upstream 0.5.10", "patch v9"),
+    ("sglang", "0.5.20"): ("upstream 0.5.12", "patch v2", "upstream 0.5.10", "patch v9"),
+    ("sglang", "0.5.21"): ("upstream 0.5.12", "patch v2", "upstream 0.5.10", "patch v10"),
+    ("sglang", "0.5.22"): ("upstream 0.5.12", "patch v2", "upstream 0.5.10", "patch v10"),
+    ("sglang", "0.5.23"): ("upstream 0.5.12", "patch v2", "upstream 0.5.10", "patch v11"),
+}
 
 
 def scratch_site(tree: Path, install: engines.Install, rels: set[str], dest: Path) -> Path:
@@ -139,3 +210,37 @@ def test_release_newer_than_every_manifest_names_the_nearest_variant(tmp_path):
                if s.family.name == "sm120-allreduce-fusion"]
     assert gate.state is State.UNKNOWN
     assert "nearest is v11" in gate.detail and "does not apply" in gate.detail
+
+
+def _cell(st) -> str:
+    if st.state is State.PENDING:
+        return f"patch {st.variant}"
+    if st.state is State.UPSTREAM:
+        return "upstream " + st.detail.split("since ", 1)[1].split(" ", 1)[0]
+    return st.state.value
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("engine,version", sorted(EXPECTED), ids=[f"{e}-{v}" for e, v in sorted(EXPECTED)])
+def test_release_matches_the_table(engine, version):
+    install = engines.find(engine, site=wheels.tree(engine, version))
+    fams = manifest.load_all(manifest.PATCHES, (engine,))
+    got = {st.family.name: _cell(st) for st in assess(install, fams, {})}
+    assert got == dict(zip(FAMILIES[engine], EXPECTED[engine, version]))
+
+
+def test_table_covers_every_family_and_range_boundary():
+    """A new family or a moved boundary needs its hand-checked rows before the suite passes."""
+    from packaging.version import Version
+
+    missing = []
+    for engine in manifest.ENGINES:
+        fams = manifest.load_all(manifest.PATCHES, (engine,))
+        assert {f.name for f in fams} == set(FAMILIES[engine]), f"{engine}: FAMILIES lists other families"
+        covered = matrix.releases(engine)
+        for f in fams:
+            for entry in f.entries():
+                inside = [r for r in covered if manifest.contains(entry.versions, Version(r))]
+                missing += [f"{f.id} {entry.versions}: {r}" for r in {inside[0], inside[-1]} if inside
+                            if (engine, r) not in EXPECTED]
+    assert not missing, "add hand-checked rows to EXPECTED for: " + ", ".join(sorted(missing))

@@ -176,16 +176,33 @@ def test_unchecked_hash_pycs_are_rebuilt_in_the_same_mode(env):
     assert pyc.exists() and int.from_bytes(pyc.read_bytes()[4:8], "little") == 1
 
 
-def test_pycache_prefix_bytecode_is_removed(env, tmp_path, monkeypatch):
-    python, wheel, opts, site = env
+def test_pycache_prefix_bytecode_is_removed(tmp_path, monkeypatch):
+    """Bytecode under sys.pycache_prefix goes too. Installed with --no-compile, so no pyc beside
+    the source exists whose rebuild (which follows the prefix) could refresh the stale one:
+    only removing it under the prefix makes the test pass."""
+    python = toy.make_venv(tmp_path / "venv")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    toy.pip_install(python, toy.build_wheel(wheels, "1.0"), "--no-compile")
+    site = site_of(python)
+    assert not list(site.rglob("core.*.pyc"))
     prefix = tmp_path / "pycache"
     monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(prefix))
     subprocess.run([str(python), "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash",
                     "-f", str(site / "toyengine")], check=True)
-    assert list(prefix.rglob("core.*.pyc"))
+    (stale,) = prefix.rglob("core.*.pyc")
+    old = stale.read_bytes()
+    assert not list(site.rglob("core.*.pyc"))
     env_vars = dict(os.environ)
+    # Control: the unchecked-hash pyc under the prefix wins over an edited source.
+    core = site / "toyengine" / "core.py"
+    core.write_text(toy.PATCHED)
     assert toy.run_value(python, env_vars) == 1
-    actions.apply(toy.ENGINE, opts)
+    core.write_text(toy.MODULE_V1)
+    opts = actions.Options(python=str(python), patches=toy.write_family(tmp_path / "patches"))
+    r = actions.apply(toy.ENGINE, opts)
+    assert state(r).state is State.APPLIED
+    assert not stale.exists() or stale.read_bytes() != old  # removed, or rebuilt in its mode
     assert toy.run_value(python, env_vars) == 2
 
 

@@ -47,9 +47,7 @@ def _config(cls, model_type: str):
     return obj
 
 
-def eagle3_accepts_kimi_targets(module) -> None:
-    cls = module.SpeculativeConfig
-    verify = _validator(cls, "_verify_args")
+def _accepts_kimi_targets(verify, cls) -> None:
     for model_type in KIMI_TARGETS:
         try:
             verify(_config(cls, model_type))
@@ -58,11 +56,35 @@ def eagle3_accepts_kimi_targets(module) -> None:
                 f"SpeculativeConfig._verify_args rejects an EAGLE-3 target with "
                 f"model_type={model_type!r}: {exc}"
             ) from None
-    # Control: on releases that still have the list, an unknown model_type must be refused,
-    # which shows the calls above really reached the list check.
+
+
+def eagle3_accepts_kimi_targets(module) -> None:
+    """Releases with the hard-coded target list (A4-A6, upstream 0.18-0.21)."""
+    cls = module.SpeculativeConfig
+    verify = _validator(cls, "_verify_args")
+    _accepts_kimi_targets(verify, cls)
+    # Control: an unknown model_type must be refused, which shows the calls above really
+    # reached the list check (and were not let through by something else).
     try:
         verify(_config(cls, "probe_unknown_arch"))
     except ValueError as exc:
         assert "probe_unknown_arch" in str(exc) or "supported" in str(exc), (
             f"control model_type was refused for another reason: {exc}"
         )
+    else:
+        raise AssertionError(
+            "SpeculativeConfig._verify_args accepted model_type='probe_unknown_arch' for EAGLE-3: "
+            "the target list check was never reached, so accepting the Kimi targets proves nothing"
+        )
+
+
+def eagle3_accepts_any_target(module) -> None:
+    """From 0.22.0 upstream dropped the list (vllm-project/vllm#42536): every target is accepted,
+    the unknown control included."""
+    cls = module.SpeculativeConfig
+    verify = _validator(cls, "_verify_args")
+    _accepts_kimi_targets(verify, cls)
+    try:
+        verify(_config(cls, "probe_unknown_arch"))
+    except ValueError as exc:
+        raise AssertionError(f"this release still refuses EAGLE-3 targets by model_type: {exc}") from None

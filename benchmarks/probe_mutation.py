@@ -1,0 +1,319 @@
+"""Probe mutation score: is every hunk of every probed variant caught by a probe?
+
+For every variant that some probe covers, on one release of the variant's range (the newest
+in releases.txt that a CPU import environment reaches):
+
+* pristine: the family's probes for that variant run on the published files and must FAIL
+  (a probe that passes before the patch proves nothing about it);
+* one mutant per hunk: a copy of the family with that hunk left out of the variant's diff is
+  applied with the real installer (``patcher apply --only <family> --patches <copy> --json``)
+  in the real CPU env, the family's probes run, and the outcome is
+
+  - ``probe failed``  the missing hunk is detected by a probe (good),
+  - ``apply refused`` the installer would not apply the incomplete set (good: never installed),
+  - ``not detected``  every probe passed with the hunk missing (a silent gap).
+
+A variant with a single hunk has no mutant: its one hunk counts as detected when the pristine
+probes fail. The script only reads the manifests, so new families are scored once merged.
+Every run restores the published files (revert, then a byte comparison with the wheel's tree).
+
+Usage: python benchmarks/probe_mutation.py [--engine vllm] [--family mla-aux-capture]
+           [--variant B10] [--hunk 3] [--json]
+Exit 1 when any hunk is not detected or any pristine probe passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from packaging.version import Version
+
+from patcher import manifest, matrix
+from patcher.__main__ import main as patcher_main
+from patcher.maintainer import cpu_env, wheels
+
+DETECTED = ("probe failed", "apply refused")
+_HUNK_HEADER = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+
+
+@dataclass
+class Row:
+    family: str
+    variant: str
+    release: str
+    hunk: str  # "diff#n path:line", or "pristine"
+    outcome: str
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        if self.hunk == "pristine":
+            return self.outcome == "probe failed"
+        return self.outcome in DETECTED
+
+
+# ------------------------------------------------------------------ diffs without one hunk
+
+
+def split_diff(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    """A unified diff as [(file header lines, [hunk lines, ...]), ...], hunks cut by their counts."""
+    lines = text.splitlines(keepends=True)
+    files: list[tuple[list[str], list[list[str]]]] = []
+    i = 0
+    while i < len(lines):
+        m = _HUNK_HEADER.match(lines[i])
+        if not m:
+            if not files or files[-1][1]:  # a header line after hunks starts the next file
+                files.append(([], []))
+            files[-1][0].append(lines[i])
+            i += 1
+            continue
+        old, new = int(m.group(1) or 1), int(m.group(2) or 1)
+        hunk = [lines[i]]
+        i += 1
+        while (old > 0 or new > 0 or (i < len(lines) and lines[i].startswith("\\"))) and i < len(lines):
+            line = lines[i]
+            tag = line[:1]
+            if tag == " ":
+                old, new = old - 1, new - 1
+            elif tag == "-":
+                old -= 1
+            elif tag == "+":
+                new -= 1
+            hunk.append(line)
+            i += 1
+        files[-1][1].append(hunk)
+    return files
+
+
+def hunk_labels(text: str, diff_name: str) -> list[str]:
+    out = []
+    for header, hunks in split_diff(text):
+        path = next((h[6:].strip() for h in header if h.startswith("+++ b/")), "?")
+        for h in hunks:
+            out.append(f"{diff_name}#{len(out) + 1} {path.split('/')[-1]}:{h[0].split()[1].lstrip('-').split(',')[0]}")
+    return out
+
+
+def without_hunk(text: str, index: int) -> str:
+    """``text`` with its ``index``-th hunk (0-based, across files) left out; a file left with no
+    hunk loses its header too."""
+    out, n = [], 0
+    for header, hunks in split_diff(text):
+        kept = []
+        for h in hunks:
+            if n != index:
+                kept.append(h)
+            n += 1
+        if kept:
+            out.extend(header)
+            for h in kept:
+                out.extend(h)
+    return "".join(out)
+
+
+# ------------------------------------------------------------------ releases, probes, restore
+
+
+def probed_variants(fam: manifest.Family) -> list[manifest.Variant]:
+    return [v for v in fam.variants if any(v.id in p.when for p in fam.probes)]
+
+
+def release_for(engine: str, variant: manifest.Variant, pick: str | None = None) -> str | None:
+    """The newest covered release in the variant's range that a CPU env line reaches."""
+    candidates = []
+    for r in matrix.releases(engine):
+        if not manifest.contains(variant.versions, Version(r)):
+            continue
+        try:
+            cpu_env.line_for(engine, r)
+        except ValueError:
+            continue
+        candidates.append(r)
+    if pick is not None:
+        return pick if pick in candidates else None
+    return max(candidates, key=Version) if candidates else None
+
+
+_RUNNER = r"""
+import importlib, importlib.util, json, sys
+out = []
+for p in json.loads(sys.argv[1]):
+    try:
+        for m in p["preload"]:
+            importlib.import_module(m)
+        mod = importlib.import_module(p["module"])
+    except BaseException as e:
+        out.append([p["id"], "not importable", "%s: %s" % (type(e).__name__, str(e)[:200])])
+        continue
+    try:
+        spec = importlib.util.spec_from_file_location("_mut_probe", p["file"])
+        chk = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(chk)
+        getattr(chk, p["check"])(mod)
+        out.append([p["id"], "passed", ""])
+    except BaseException as e:
+        out.append([p["id"], "failed", "%s: %s" % (type(e).__name__, str(e)[:200])])
+print("\nKIMI-MUTATION " + json.dumps(out))
+"""
+
+
+def pristine_probes(python: Path, fam: manifest.Family, tag: str) -> list[list[str]]:
+    """The family's probes for ``tag`` on whatever files are installed, in a fresh interpreter."""
+    req = [{"id": p.id, "module": p.module, "check": p.check, "preload": list(p.preload),
+            "file": str(fam.folder / "probes.py")} for p in fam.probes if tag in p.when]
+    env = dict(cpu_env.probe_env(), PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run([str(python), "-c", _RUNNER, json.dumps(req)], capture_output=True, text=True,
+                          env=env, cwd=tempfile.gettempdir(), timeout=cpu_env.PROBE_TIMEOUT, stdin=subprocess.DEVNULL)
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("KIMI-MUTATION ")), None)
+    if line is None:
+        return [[p["id"], "failed", f"probe interpreter died: {proc.stderr.strip()[-200:]}"] for p in req]
+    return json.loads(line[len("KIMI-MUTATION "):])
+
+
+def site_of(python: Path) -> Path:
+    return cpu_env._site_packages(python.parents[1])
+
+
+def restore(python: Path, engine: str, release: str, rels: set[str]) -> None:
+    """Put the published bytes of ``rels`` back (after a revert they should already be)."""
+    tree, site = wheels.tree(engine, release), site_of(python)
+    for rel in sorted(rels):
+        if (site / rel).read_bytes() != (tree / rel).read_bytes():
+            shutil.copyfile(tree / rel, site / rel)
+            for pyc in (site / rel).parent.glob(f"__pycache__/{Path(rel).stem}.*.pyc"):
+                pyc.unlink()
+
+
+def _cli(*argv: str) -> tuple[int, list | dict]:
+    out, err = io.StringIO(), io.StringIO()
+    code = patcher_main(list(argv), out=out, err=err)
+    try:
+        return code, json.loads(out.getvalue())
+    except ValueError:
+        return code, {"error": {"what": err.getvalue().strip()[:200]}}
+
+
+def _copy_family(fam: manifest.Family, dest: Path, diff: str, text: str) -> Path:
+    """patches/<engine>/<family> copied under ``dest`` with ``diff`` replaced by ``text``."""
+    root = dest / "patches"
+    folder = root / fam.engine / fam.name
+    shutil.copytree(fam.folder, folder)
+    shutil.copyfile(fam.folder.parent / "releases.txt", root / fam.engine / "releases.txt")
+    (folder / diff).write_text(text, encoding="utf-8")
+    return root
+
+
+def run_mutant(python: Path, fam: manifest.Family, diff: str, text: str) -> tuple[str, str]:
+    with tempfile.TemporaryDirectory(prefix="kimi-mutant-") as tmp:
+        root = _copy_family(fam, Path(tmp), diff, text)
+        common = ("--engine", fam.engine, "--python", str(python), "--only", fam.id, "--patches", str(root))
+        code, report = _cli("apply", *common, "--json")
+        try:
+            if isinstance(report, dict) or code == 2:
+                err = report.get("error", {}) if isinstance(report, dict) else {}
+                return "apply refused", str(err.get("what", f"exit {code}"))
+            (fr,) = report[0]["families"]
+            if fr["state"] != "applied":
+                return "apply refused", f"state {fr['state']}: {fr['detail']}"[:200]
+            failed = [p for p in fr["probes"] if p["status"] != "passed"]
+            if not fr["probes"]:
+                return "not detected", "no probe ran"
+            if failed:
+                what = "probe failed" if any(p["status"] == "failed" for p in failed) else "not detected"
+                return what, "; ".join(f"{p['id']}: {p['status']}: {p['detail']}" for p in failed)[:300]
+            return "not detected", "every probe passed: " + ", ".join(p["id"] for p in fr["probes"])
+        finally:
+            _cli("revert", *common, "--no-probes", "--json")
+
+
+def score_variant(fam: manifest.Family, variant: manifest.Variant, release: str,
+                  only_hunk: int | None = None, log=print) -> list[Row]:
+    rows: list[Row] = []
+    texts = {d: (fam.folder / d).read_text(encoding="utf-8") for d in variant.diffs}
+    mutants = [(d, i, label) for d in variant.diffs for i, label in enumerate(hunk_labels(texts[d], d))]
+    single = len(mutants) == 1
+    rels = {fp.path for fp in fam.patches[variant.id]}
+    with cpu_env.using(fam.engine, release, log=lambda *_: None) as python:
+        restore(python, fam.engine, release, rels)
+        try:
+            if only_hunk is None or single:
+                res = pristine_probes(python, fam, variant.id)
+                bad = [r for r in res if r[1] != "passed"]
+                outcome = "probe failed" if any(r[1] == "failed" for r in bad) else "probes pass unpatched"
+                rows.append(Row(fam.id, variant.id, release, "pristine", outcome,
+                                "; ".join(f"{r[0]}: {r[1]}: {r[2]}" for r in bad or res)[:300]))
+                log(_fmt(rows[-1]))
+            if single:
+                (d, _, label), = mutants
+                rows.append(Row(fam.id, variant.id, release, label, "probe failed" if rows[-1].ok else
+                                "not detected", "single hunk: counted by the pristine run"))
+                log(_fmt(rows[-1]))
+                return rows
+            for n, (d, i, label) in enumerate(mutants):
+                if only_hunk is not None and n != only_hunk:
+                    continue
+                outcome, detail = run_mutant(python, fam, d, without_hunk(texts[d], i))
+                restore(python, fam.engine, release, rels)
+                rows.append(Row(fam.id, variant.id, release, label, outcome, detail))
+                log(_fmt(rows[-1]))
+        finally:
+            restore(python, fam.engine, release, rels)
+    return rows
+
+
+def _fmt(r: Row) -> str:
+    mark = "ok  " if r.ok else "MISS"
+    return f"{mark} {r.family:36} {r.variant:4} {r.release:12} {r.hunk:44} {r.outcome:22} {r.detail[:110]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--engine", choices=manifest.ENGINES)
+    ap.add_argument("--family", help="family name (e.g. mla-aux-capture) or id (vllm/mla-aux-capture)")
+    ap.add_argument("--variant")
+    ap.add_argument("--release", help="score on this release instead of the newest in range")
+    ap.add_argument("--hunk", type=int, help="only this mutant (0-based across the variant's diffs)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    rows: list[Row] = []
+    log = (lambda *_: None) if args.json else (lambda s: print(s, flush=True))
+    for fam in manifest.load_all(manifest.PATCHES, (args.engine,) if args.engine else manifest.ENGINES):
+        if args.family and args.family not in (fam.id, fam.name):
+            continue
+        for variant in probed_variants(fam):
+            if args.variant and args.variant != variant.id:
+                continue
+            release = release_for(fam.engine, variant, args.release)
+            if release is None:
+                rows.append(Row(fam.id, variant.id, "-", "-", "not detected", "no CPU env reaches its range"))
+                log(_fmt(rows[-1]))
+                continue
+            rows.extend(score_variant(fam, variant, release, args.hunk, log))
+    hunks = [r for r in rows if r.hunk != "pristine"]
+    caught = sum(r.ok for r in hunks)
+    pristine = [r for r in rows if r.hunk == "pristine"]
+    if args.json:
+        print(json.dumps([asdict(r) | {"ok": r.ok} for r in rows], indent=1))
+    else:
+        print(f"\nhunks detected: {caught} of {len(hunks)}; probes fail on pristine: "
+              f"{sum(r.ok for r in pristine)} of {len(pristine)} variants")
+        for r in rows:
+            if not r.ok:
+                print("  " + _fmt(r))
+    return 0 if all(r.ok for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

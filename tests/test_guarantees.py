@@ -1,0 +1,520 @@
+"""README promises that no other test checked, each on a real pip install of the toy engine.
+
+Every test here was checked by breaking the code it guards (see the docstrings): a test that
+still passes with its guarantee removed is a defect.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from patcher import actions, bytecode, engines, manifest, write
+from patcher.__main__ import main
+from patcher.errors import LockBusy, PatcherError
+from patcher.plan import State
+from tests.support import toy
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def site_of(python: Path) -> Path:
+    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def family(root: Path, extra: str = "") -> Path:
+    """The toy family, with ``extra`` TOML appended to its manifest."""
+    toy.write_family(root)
+    manifest = root / toy.ENGINE / "fix" / "patch.toml"
+    manifest.write_text(manifest.read_text() + extra)
+    return root
+
+
+@pytest.fixture
+def venv(tmp_path, monkeypatch):
+    """A venv for the toy engine; `--engine all` on the CLI means the toy engine here."""
+    monkeypatch.setattr(manifest, "ENGINES", (toy.ENGINE,))
+    python = toy.make_venv(tmp_path / "venv")
+    return python, site_of(python)
+
+
+def install(python: Path, tmp_path: Path, version: str = "1.0", core: str = toy.MODULE_V1, *extra: str) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir(exist_ok=True)
+    toy.pip_install(python, toy.build_wheel(wheels, version, core), "--force-reinstall", *extra)
+
+
+def cli(*argv: str) -> tuple[int, list | dict, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    text = out.getvalue()
+    return code, (json.loads(text) if text.strip() else {}), err.getvalue()
+
+
+def only(report) -> object:
+    (st,) = report.statuses
+    return st
+
+
+# ------------------------------------------------------------------ requires: blocked, warning, --strict
+
+REQUIRES = """
+[[requires]]
+distribution = "toydep"
+versions = ">=2.0"
+severity = "{severity}"
+why = "toy needs toydep 2"
+"""
+
+
+def test_blocked_precondition_applies_nothing_and_exits_1(venv, tmp_path):
+    """Broken by: plan._preconditions ignoring severity="blocked" (the family is then applied)."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "patches", REQUIRES.format(severity="blocked"))
+    core = site / "toyengine" / "core.py"
+    before = core.read_bytes()
+    r = actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches))
+    st = only(r)
+    assert st.state is State.BLOCKED and r.changed == [] and r.exit_code(False) == 1
+    assert "wanted toydep>=2.0, found no toydep" in st.detail and st.hint == "pip install 'toydep>=2.0'"
+    assert core.read_bytes() == before
+
+
+def test_warning_is_exit_0_and_exit_1_with_strict(venv, tmp_path):
+    """Broken by: Report.exit_code ignoring warnings under --strict."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "patches", REQUIRES.format(severity="warning"))
+    base = ("--engine", "all", "--python", str(python), "--patches", str(patches), "--json")
+    code, out, err = cli("apply", *base)
+    assert code == 0, err
+    (fam,) = out[0]["families"]
+    assert fam["state"] == "applied" and any("toydep" in w for w in fam["warnings"])
+    assert toy.run_value(python) == 2
+    code, out, err = cli("verify", *base, "--strict")
+    assert code == 1 and out[0]["exit"] == 1
+    code, out, err = cli("verify", *base)
+    assert code == 0
+
+
+# ------------------------------------------------------------------ file modes, revert safety, refusals
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o755])
+def test_file_modes_are_kept_by_apply_and_revert(venv, tmp_path, mode):
+    """Broken by: write.commit dropping the mode argument of the temporaries (umask mode 0o644)."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "patches")
+    core = site / "toyengine" / "core.py"
+    core.chmod(mode)
+    opts = actions.Options(python=str(python), patches=patches, probes=False)
+    assert actions.apply(toy.ENGINE, opts).changed == ["toyengine/core.py"]
+    assert stat.S_IMODE(core.stat().st_mode) == mode
+    assert actions.revert(toy.ENGINE, opts).changed == ["toyengine/core.py"]
+    assert stat.S_IMODE(core.stat().st_mode) == mode
+
+
+def test_revert_refuses_when_it_would_not_give_the_published_file(venv, tmp_path):
+    """Broken by: actions' RECORD check before revert writes (the hand edit is then 'reverted' into a
+    file no wheel ever had)."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "patches")
+    opts = actions.Options(python=str(python), patches=patches, probes=False)
+    actions.apply(toy.ENGINE, opts)
+    core = site / "toyengine" / "core.py"
+    core.write_text(core.read_text().replace('return "toy"', 'return "hand edit"'))  # outside the hunk
+    before = core.read_bytes()
+    code, out, err = cli("revert", "--engine", "all", "--python", str(python),
+                         "--patches", str(patches), "--json")
+    assert code == 2
+    assert out["error"]["what"] == "reverting toyengine/core.py would not give the published file"
+    assert out["error"]["wanted"].endswith("(RECORD)") and out["error"]["hint"]
+    assert core.read_bytes() == before
+
+
+def test_refusal_whose_evidence_does_not_hold_says_so(venv, tmp_path):
+    """A release in a refused range whose files contradict the refusal's evidence: still refused
+    (never patched by version alone), with the contradiction as a warning.
+    Broken by: plan.assess dropping the refusal-evidence warning."""
+    python, site = venv
+    install(python, tmp_path, "0.5")  # refused "<1.0" because "core lacks def value"; this one has it
+    patches = family(tmp_path / "patches")
+    r = actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=patches))
+    st = only(r)
+    assert st.state is State.REFUSED and r.exit_code(False) == 1
+    assert st.warnings == ["the refusal's evidence does not hold here: toyengine/core.py contains 'def value'"]
+
+
+# ------------------------------------------------------------------ torn backup
+
+
+class _Killed(BaseException):
+    pass
+
+
+def test_torn_backup_is_refused_by_its_hash(venv, tmp_path, monkeypatch):
+    """A run killed after its renames leaves a journal; if the backup it would restore is torn,
+    recovery refuses (exit 2) rather than writing it. Broken by: write._recover skipping the
+    backup's hash check (the torn bytes then become the engine's file)."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "patches")
+    opts = actions.Options(python=str(python), patches=patches, probes=False)
+    real_commit = write.commit
+
+    def killed_at_state(*a, **kw):
+        def step(name):
+            if name == "state":
+                raise _Killed(name)
+        return real_commit(*a, **{**kw, "step": step})
+
+    monkeypatch.setattr(write, "commit", killed_at_state)
+    with pytest.raises(_Killed):
+        actions.apply(toy.ENGINE, opts)
+    monkeypatch.setattr(write, "commit", real_commit)
+    core = site / "toyengine" / "core.py"
+    assert core.read_text() == toy.PATCHED  # renamed into place before the kill
+    txn = site / write.DIRNAME / f"{toy.ENGINE}.txn"
+    backup = txn / "0.orig"
+    backup.write_bytes(backup.read_bytes()[:20])  # torn
+    code, out, err = cli("apply", "--engine", "all", "--python", str(python), "--patches", str(patches),
+                         "--no-probes", "--json")
+    assert code == 2
+    assert out["error"]["what"] == "cannot roll back toyengine/core.py: its backup is missing or damaged"
+    assert core.read_text() == toy.PATCHED  # not replaced by the torn backup
+    assert backup.read_bytes() == toy.MODULE_V1.encode()[:20]  # evidence kept for the user
+
+
+# ------------------------------------------------------------------ bytecode
+
+
+def _tag(python: Path) -> str:
+    return subprocess.run([str(python), "-c", "import sys; print(sys.implementation.cache_tag)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_pyc_of_other_tags_and_legacy_pyc_are_removed(venv, tmp_path):
+    """Broken by: bytecode.cached_files keeping only this interpreter's tag, or skipping core.pyc.
+    Bytecode of other interpreters is removed, never rebuilt for this one (mutmut survivor
+    bytecode.shipped `or` -> `and`)."""
+    python, site = venv
+    install(python, tmp_path, "1.0", toy.MODULE_V1, "--no-compile")  # no bytecode of our own tag
+    patches = family(tmp_path / "patches")
+    pkg = site / "toyengine"
+    (pkg / "__pycache__").mkdir(exist_ok=True)
+    other = pkg / "__pycache__" / "core.cpython-399.pyc"
+    other.write_bytes(b"stale bytecode of another interpreter")
+    legacy = pkg / "core.pyc"
+    legacy.write_bytes(b"stale legacy bytecode")
+    keep = pkg / "__pycache__" / "other.cpython-399.pyc"  # another module: not ours to touch
+    keep.write_bytes(b"x")
+    actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches, probes=False))
+    assert not other.exists() and not legacy.exists()
+    assert keep.exists()
+    assert not list((pkg / "__pycache__").glob(f"core.{_tag(python)}*.pyc")), "rebuilt bytecode nobody shipped"
+
+
+@pytest.mark.parametrize("mode,flags", [("checked-hash", 3), ("timestamp", 0)])
+def test_shipped_bytecode_is_rebuilt_in_its_mode_at_every_optimisation_level(venv, tmp_path, mode, flags):
+    """Broken by: bytecode.recompile dropping `optimize` (opt-1/opt-2 then vanish) or `mode`."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "patches")
+    pkg = site / "toyengine"
+    for opt in ("", "-O", "-OO"):
+        subprocess.run([str(python), *([opt] if opt else []), "-m", "compileall", "-q", "-f",
+                        "--invalidation-mode", mode, str(pkg)], check=True)
+    tag = _tag(python)
+    pycs = {name: pkg / "__pycache__" / f"core.{tag}{name}.pyc" for name in ("", ".opt-1", ".opt-2")}
+    old = {name: p.read_bytes() for name, p in pycs.items()}
+    actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches, probes=False))
+    for name, pyc in pycs.items():
+        assert pyc.exists(), f"core{name}.pyc was not rebuilt"
+        data = pyc.read_bytes()
+        assert int.from_bytes(data[4:8], "little") == flags, f"core{name}.pyc changed invalidation mode"
+        assert data != old[name], f"core{name}.pyc still holds the old code"
+    for opt in ("-O", "-OO"):
+        out = subprocess.run([str(python), opt, "-c", "import toyengine.core as c; print(c.value())"],
+                             capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
+        assert out == "2", f"python {opt} runs stale bytecode"
+
+
+# ------------------------------------------------------------------ locks
+
+
+def _install_of(python: Path) -> engines.Install:
+    return engines.find(toy.ENGINE, python=str(python))
+
+
+def test_second_writer_times_out_with_the_documented_error_while_the_lock_is_held(venv, tmp_path):
+    """Broken by: write.locked not taking the flock (the second apply then writes under the first)."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "patches")
+    inst = _install_of(python)
+    opts = actions.Options(python=str(python), patches=patches, probes=False, lock_timeout=0.5)
+    with write.locked(inst):
+        t0 = time.monotonic()
+        with pytest.raises(LockBusy) as exc:
+            actions.apply(toy.ENGINE, opts)
+        assert time.monotonic() - t0 >= 0.5  # it waited for the timeout before giving up
+    assert exc.value.what == f"another patcher run holds {toy.ENGINE}'s lock"
+    assert exc.value.hint == "wait for it to finish" and exc.value.exit_code == 2
+    assert (site / "toyengine" / "core.py").read_text() == toy.MODULE_V1  # nothing written
+    assert actions.apply(toy.ENGINE, opts).changed == ["toyengine/core.py"]  # free again
+
+
+def test_second_writer_waits_for_the_first_then_proceeds(venv, tmp_path):
+    """Broken by: write.locked not taking the flock (apply then finishes before the holder lets go)."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "patches")
+    inst = _install_of(python)
+    held, released = threading.Event(), []
+
+    def holder():
+        with write.locked(inst):
+            held.set()
+            time.sleep(1.0)
+            released.append(time.monotonic())
+
+    t = threading.Thread(target=holder)
+    t.start()
+    held.wait(10)
+    r = actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches, probes=False,
+                                                  lock_timeout=30))
+    done = time.monotonic()
+    t.join()
+    assert r.changed == ["toyengine/core.py"]
+    assert released and done >= released[0], "apply finished while another run held the lock"
+
+
+def test_verify_takes_the_shared_lock(venv, tmp_path):
+    """verify waits while a writer holds the lock, and a writer waits while verify reads; two
+    readers never wait for each other. Broken by: write.reading not taking the flock."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "patches")
+    opts = actions.Options(python=str(python), patches=patches, probes=False, lock_timeout=0.3)
+    actions.apply(toy.ENGINE, opts)  # creates the lock file (reading() creates nothing)
+    inst = _install_of(python)
+    with write.locked(inst):
+        with pytest.raises(LockBusy):
+            actions.verify(toy.ENGINE, opts)
+    with write.reading(inst):
+        with pytest.raises(LockBusy):
+            actions.revert(toy.ENGINE, opts)
+        assert only(actions.verify(toy.ENGINE, opts)).state is State.APPLIED  # readers share
+    assert only(actions.verify(toy.ENGINE, opts)).state is State.APPLIED
+
+
+# ------------------------------------------------------------------ the Docker path and detect.py
+
+
+def _as_engine(monkeypatch, name: str) -> None:
+    """The toy wheel published under a real engine's name, so `--engine all` picks it up."""
+    monkeypatch.setattr(toy, "ENGINE", name)
+
+
+def _engine_family(root: Path, engine: str) -> Path:
+    fam = root / engine / "fix"
+    fam.mkdir(parents=True)
+    (fam / "patch.toml").write_text(toy.MANIFEST.replace("toyengine/", f"{engine}/"))
+    (fam / "v1.diff").write_text(toy.DIFF.replace("toyengine/", f"{engine}/"))
+    (fam / "probes.py").write_text(toy.PROBES)
+    return root
+
+
+def test_default_docker_path_patches_the_running_interpreters_engine(tmp_path, monkeypatch):
+    """`python -m patcher apply` with no --python/--site/--engine, run by the venv's own python,
+    finds the engine installed in that venv (the README's Dockerfile). Broken by: engines.find
+    defaulting to another interpreter than sys.executable."""
+    _as_engine(monkeypatch, "sglang")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    toy.pip_install(python, toy.build_wheel(wheels, "1.0"))
+    patches = _engine_family(tmp_path / "patches", "sglang")
+    (patches / "sglang" / "fix" / "probes.py").write_text(toy.PROBES.replace("toyengine", "sglang"))
+    manifest = patches / "sglang" / "fix" / "patch.toml"
+    manifest.write_text(manifest.read_text().replace('module = "toyengine.core"', 'module = "sglang.core"'))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = subprocess.run([str(python), "-m", "patcher", "apply", "--patches", str(patches), "--json"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    (report,) = json.loads(run.stdout)  # --engine all: sglang only, vllm is not installed
+    assert report["engine"] == "sglang" and report["python"] == str(python)
+    assert report["site"] == str(site_of(python))
+    assert report["families"][0]["probes"][0]["status"] == "passed"
+    value = subprocess.run([str(python), "-c", "import sglang.core as c; print(c.value())"],
+                           capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
+    assert value == "2"
+
+
+def test_detect_reports_the_installed_engine_and_its_key_family_state(tmp_path, monkeypatch):
+    """patcher.detect.drafter_detect in the engine's own interpreter: release and the state of
+    <engine>/eagle3-drafter-keys from the shipped manifests (a release in its upstream range whose
+    file holds the evidence: upstream; without it: conflict). Broken by: drafter_detect returning
+    state None or looking the engine up in another interpreter."""
+    _as_engine(monkeypatch, "sglang")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (keys,) = [f for f in manifest.load_all(manifest.PATCHES, ("sglang",)) if f.name == "eagle3-drafter-keys"]
+    (ev,) = keys.upstream[-1].evidence  # the newest upstream entry's proof, as a one-file release
+    fixed = "".join(f"# {s}\n" for s in ev.contains).encode()
+    release = keys.upstream[-1].since
+    sources = {"sglang/__init__.py": b"", ev.file: fixed}
+    code = "from patcher.detect import drafter_detect; print(repr(drafter_detect({!r})))"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def detect(engine):
+        return subprocess.run([str(python), "-c", code.format(engine)], capture_output=True, text=True,
+                              check=True, env=env, cwd=tmp_path).stdout.strip()
+
+    assert detect(None) == "None"  # no engine installed in this interpreter
+    toy.pip_install(python, toy.build_wheel(wheels, release, sources=sources))
+    assert detect("sglang") == f"('sglang', <Version('{release}')>, 'upstream')"
+    assert detect(None) == detect("sglang")
+    assert detect("vllm") == "None"
+    toy.pip_install(python, toy.build_wheel(wheels, release, sources={**sources, ev.file: b"no fix\n"}),
+                    "--force-reinstall")
+    assert detect("sglang") == f"('sglang', <Version('{release}')>, 'conflict')"  # claims the fix, lacks it
+
+
+def test_bytecode_cached_files_honours_the_prefix(tmp_path):
+    """The unit the pycache_prefix scenario rests on. Broken by: ignoring install.pycache_prefix."""
+    site = tmp_path / "site"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "m.py").write_text("x = 1\n")
+    prefix = tmp_path / "prefix"
+    mirrored = prefix / str((site / "pkg").resolve()).lstrip("/")
+    mirrored.mkdir(parents=True)
+    (mirrored / "m.cpython-311.pyc").write_bytes(b"x")
+    (mirrored / "mm.cpython-311.pyc").write_bytes(b"x")  # another module sharing the prefix of the name
+    inst = engines.Install("pkg", None, site, site, {}, None, None, None, str(prefix))  # type: ignore[arg-type]
+    assert bytecode.cached_files(inst, "pkg/m.py") == [mirrored / "m.cpython-311.pyc"]
+
+
+def test_patcher_error_has_what_wanted_found_hint():
+    err = PatcherError("x failed", wanted="w", found="f", hint="h")
+    assert (err.what, err.wanted, err.found, err.hint, err.exit_code) == ("x failed", "w", "f", "h", 2)
+
+
+# ------------------------------------------------------------------ found by mutmut (issue 13, section 4)
+
+
+def test_untested_release_matching_a_pre_image_names_the_flag(venv, tmp_path):
+    """Survivor plan._unknown hint mutants: the hint is what tells the user how to proceed."""
+    python, site = venv
+    install(python, tmp_path, "3.0")
+    st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"))))
+    assert st.state is State.UNKNOWN and st.hint == "'patcher apply --allow-untested' applies it"
+
+
+def test_untested_release_with_our_post_image_and_no_record_is_applied(venv, tmp_path):
+    """An untested release whose files already hold our variant (state file lost, or applied by an
+    older patcher) is reported applied, not 'no variant fits'. The upstream evidence is made to
+    differ from our post-image so only the variant can explain the files.
+    Survivors plan._unknown in_place = "" / None / `and`."""
+    python, site = venv
+    install(python, tmp_path, "3.0", toy.PATCHED)
+    patches = family(tmp_path / "p")
+    manifest_file = patches / toy.ENGINE / "fix" / "patch.toml"
+    manifest_file.write_text(manifest_file.read_text().replace('contains = ["return 2"]', 'contains = ["return 3"]'))
+    st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=patches)))
+    assert st.state is State.APPLIED and st.variant == "v1" and st.untested
+    assert st.probes and st.probes[0]["status"] == "passed"
+
+
+def test_site_without_python_removes_shipped_bytecode_it_cannot_rebuild(venv, tmp_path):
+    """--site alone: no interpreter to rebuild bytecode with, so it is removed and the run still
+    succeeds. (The mutmut survivor bytecode.recompile `or` -> `and` is equivalent: without an
+    interpreter there is no cache tag, so shipped() finds nothing to rebuild.)"""
+    python, site = venv
+    install(python, tmp_path)
+    tag = _tag(python)
+    pyc = site / "toyengine" / "__pycache__" / f"core.{tag}.pyc"
+    subprocess.run([str(python), "-m", "compileall", "-q", "-f", str(site / "toyengine")], check=True)
+    assert pyc.exists()
+    r = actions.apply(toy.ENGINE, actions.Options(site=site, patches=family(tmp_path / "p"), probes=False))
+    assert r.changed == ["toyengine/core.py"] and only(r).state is State.APPLIED
+    assert not pyc.exists()
+    assert toy.run_value(python) == 2
+
+
+def test_untested_release_that_no_variant_fits_names_the_nearest(venv, tmp_path):
+    """Survivor plan._unknown `in_place = ""` (returned a string for a status here)."""
+    python, site = venv
+    install(python, tmp_path, "3.0", toy.MODULE_V1.replace("return 1", "return 7"))
+    st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"))))
+    assert st.state is State.UNKNOWN and st.variant == "v1"
+    assert st.detail.startswith("no variant declared for 3.0; nearest is v1")
+
+
+def test_failed_bytecode_rebuild_is_a_note_not_a_crash(venv, tmp_path, monkeypatch):
+    """The rebuild runs after the commit point: if the target interpreter cannot rebuild (full
+    disk, read-only cache), the files are patched and their stale bytecode is gone, so the run
+    succeeds and says why start-up will compile. Before: CalledProcessError escaped as a traceback.
+    Survivors bytecode.recompile check=False / capture_output=False."""
+    python, site = venv
+    install(python, tmp_path)
+    subprocess.run([str(python), "-m", "compileall", "-q", "-f", "--invalidation-mode", "unchecked-hash",
+                    str(site / "toyengine")], check=True)
+    monkeypatch.setattr(bytecode, "_COMPILE", "import sys; sys.exit('OSError: [Errno 28] No space left on device')")
+    r = actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p")))
+    assert r.changed == ["toyengine/core.py"] and r.exit_code(True) == 0
+    assert any("not rebuilt (OSError: [Errno 28] No space left on device)" in n for n in r.notes), r.notes
+    assert not list((site / "toyengine" / "__pycache__").glob("core.*.pyc"))
+    assert toy.run_value(python) == 2
+
+
+def test_own_bytecode_is_rebuilt_beside_other_interpreters_bytecode(venv, tmp_path):
+    """Another interpreter's pyc in the same __pycache__ is skipped, not a reason to stop looking:
+    this interpreter's shipped pyc is still rebuilt (mutmut survivor bytecode.shipped
+    `continue` -> `break`; several other tags make the scan meet one first)."""
+    python, site = venv
+    install(python, tmp_path)
+    pkg = site / "toyengine"
+    subprocess.run([str(python), "-m", "compileall", "-q", "-f", "--invalidation-mode", "unchecked-hash",
+                    str(pkg)], check=True)
+    for n in range(390, 399):
+        (pkg / "__pycache__" / f"core.cpython-{n}.pyc").write_bytes(b"another interpreter")
+    own = pkg / "__pycache__" / f"core.{_tag(python)}.pyc"
+    old = own.read_bytes()
+    actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"), probes=False))
+    assert own.exists() and own.read_bytes() != old, "this interpreter's shipped bytecode was not rebuilt"
+    assert int.from_bytes(own.read_bytes()[4:8], "little") == 1
+    assert not list((pkg / "__pycache__").glob("core.cpython-39*.pyc"))
+
+
+def test_pyc_with_an_unknown_flags_word_is_rebuilt_as_timestamp(venv, tmp_path):
+    """A shipped pyc whose PEP 552 flags word is none of 0/1/3 (damaged) is rebuilt in the default
+    timestamp mode, not skipped (mutmut survivors bytecode.shipped default mode None / misspelt)."""
+    python, site = venv
+    install(python, tmp_path)
+    own = site / "toyengine" / "__pycache__" / f"core.{_tag(python)}.pyc"
+    data = bytearray(own.read_bytes())
+    data[4:8] = (2).to_bytes(4, "little")
+    own.write_bytes(bytes(data))
+    r = actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"), probes=False))
+    assert not r.notes, r.notes
+    assert own.exists() and int.from_bytes(own.read_bytes()[4:8], "little") == 0
