@@ -250,8 +250,8 @@ def _adjusted_flag(server_args, arch, major, user_flag=False):
     import torch
 
     facts, name = _DEVICES[major]
-    probes = dict(is_sm90_supported=False, is_sm100_supported=False, is_sm120_supported=False,
-                  is_blackwell_supported=False, **facts)
+    probes = {**dict.fromkeys(("is_sm90_supported", "is_sm100_supported", "is_sm120_supported",
+                               "is_blackwell_supported"), False), **facts}
     names = {k: _const(v) for k, v in probes.items()}
     names.update(is_cuda=lambda: True, is_hip=lambda: False, is_npu=lambda: False,
                  get_device_name=lambda *a: name, get_device_sm=lambda: major * 10,
