@@ -191,12 +191,18 @@ def preflight_tolerates_no_multicast_on_sm12x(module):
 # Before 0.5.4.post2 GptOss (and from 0.5.3.post2 DeepseekV3) checked is_sm100_supported();
 # 0.5.4.post2 switched GptOss to is_blackwell_supported() (majors 10 and 12); 0.5.7 moved
 # it to one block for four architectures under (is_sm90_supported() or
-# is_blackwell_supported()); 0.5.8 narrowed that block to SM90/SM100.
+# is_blackwell_supported()); 0.5.8 narrowed that block to SM90/SM100. Releases outside
+# 0.5.4.post2-0.5.7 are listed too: there the probe checks upstream's own narrowing holds.
+_FOUR = ("DeepseekV3ForCausalLM", "GptOssForCausalLM", "Glm4MoeForCausalLM", "Qwen3MoeForCausalLM")
 _PUBLISHED_AUTO_ENABLE = [
+    ("0.5.1", "0.5.3.post2", {"DeepseekV3ForCausalLM": set(), "GptOssForCausalLM": {10},
+                              "Glm4MoeForCausalLM": set(), "Qwen3MoeForCausalLM": set()}),
+    ("0.5.3.post2", "0.5.4.post2", {"DeepseekV3ForCausalLM": {10}, "GptOssForCausalLM": {10},
+                                    "Glm4MoeForCausalLM": set(), "Qwen3MoeForCausalLM": set()}),
     ("0.5.4.post2", "0.5.7", {"DeepseekV3ForCausalLM": {10}, "GptOssForCausalLM": {10, 12},
                               "Glm4MoeForCausalLM": set(), "Qwen3MoeForCausalLM": set()}),
-    ("0.5.7", "0.5.8", {a: {9, 10, 12} for a in ("DeepseekV3ForCausalLM", "GptOssForCausalLM",
-                                                 "Glm4MoeForCausalLM", "Qwen3MoeForCausalLM")}),
+    ("0.5.7", "0.5.8", {a: {9, 10, 12} for a in _FOUR}),
+    ("0.5.8", "0.5.14", {a: {9, 10} for a in _FOUR}),  # 0.5.14+: the backend flag, not this one
 ]
 
 _DEVICES = {  # major -> (what the utils' probes answer, device name)
@@ -260,7 +266,10 @@ def _adjusted_flag(server_args, arch, major, user_flag=False):
     with _swapped(torch.cuda, get_device_capability=lambda *a, **k: (major, 0)), _swapped(
         server_args, **{k: v for k, v in names.items() if hasattr(server_args, k)}
     ):
-        server_args.ServerArgs._handle_model_specific_adjustments(sa)
+        cls = server_args.ServerArgs
+        # 0.5.1-0.5.2 name it model_specific_adjustments
+        adjust = getattr(cls, "_handle_model_specific_adjustments", None) or cls.model_specific_adjustments
+        adjust(sa)
     return bool(sa.enable_flashinfer_allreduce_fusion)
 
 
