@@ -241,6 +241,7 @@ def _stand_in(server_args, arch, user_flag):
     sa.model_path = "stand-in/" + arch
     sa.tp_size = 8
     sa.enable_flashinfer_allreduce_fusion = user_flag
+    sa._quantization_explicitly_unset = False  # 0.5.11+ __post_init__: no `--quantization unquant`
     sa.get_hf_config = lambda: hf
     sa.get_model_config = lambda: SimpleNamespace(hf_config=hf, quantization=None)
     return sa
