@@ -232,7 +232,8 @@ def _dummy_pass(mr_module, runner, snapshots):
         raise _Stop
 
     g = dict(fn.__globals__)
-    g.update(require_mlp_tp_gather=stop, require_gathered_buffer=lambda *a, **k: False,
+    never = lambda *a, **k: False  # noqa: E731 - no DP attention / gathered buffers here
+    g.update(require_mlp_tp_gather=stop, require_gathered_buffer=never, require_mlp_sync=never,
              set_torch_compile_config=lambda *a, **k: None)
     try:
         _rebind(fn, g)(runner, 1)
