@@ -9,8 +9,9 @@ The graph probe runs the engine's own start-up code on stand-ins: the statements
 ModelRunner.initialize() that configure the capture, warm up and build the graphs (in their
 real order), the real ModelRunner._dummy_run up to its buffer set-up, and the real
 CudaGraphRunner.__init__ up to self.capture(), with everything that would need a GPU
-replaced by inert stand-ins. What the model captures when the graphs are recorded, after
-the dummy pass and at the end is compared with the rule.
+replaced by inert stand-ins. The hook must be called once, with the drafter's ids (never
+without ids, which means the default), and what the model captures at every dummy pass,
+every graph capture and at the end must be the rule's answer.
 """
 
 from __future__ import annotations
@@ -192,7 +193,7 @@ def _graph_runner_init(cgr_module, runner, snapshots):
     base = cgr_module.CudaGraphRunner
 
     def capture(self, *a, **k):
-        snapshots["graphs"] = _captured(runner.model)
+        snapshots["graphs"].append(_captured(runner.model))
         raise _Stop
 
     def inert(self, *a, **k):
@@ -228,7 +229,7 @@ def _dummy_pass(mr_module, runner, snapshots):
         return
 
     def stop(*a, **k):
-        snapshots["dummy"] = _captured(runner.model)
+        snapshots["dummy"].append(_captured(runner.model))
         raise _Stop
 
     g = dict(fn.__globals__)
@@ -262,7 +263,14 @@ def _start_up_statements(initialize) -> ast.Module:
 def _run_start_up(mr_module, cgr_module, ds_module, spec_module, ids):
     ModelRunner = mr_module.ModelRunner
     lm = _target(ds_module)
-    snapshots: dict = {}
+    snapshots: dict = {"dummy": [], "graphs": [], "calls": []}
+    hook = lm.set_eagle3_layers_to_capture
+
+    def recording_hook(layer_ids=None):
+        snapshots["calls"].append(None if layer_ids is None else list(layer_ids))
+        return hook(layer_ids)
+
+    object.__setattr__(lm, "set_eagle3_layers_to_capture", recording_hook)
     server_args = _Fallback(speculative_draft_model_path="drafter", speculative_draft_model_revision=None,
                             enable_torch_compile=False, enable_return_hidden_states=False,
                             speculative_num_draft_tokens=4, forward_hooks=None)
@@ -284,7 +292,6 @@ def _run_start_up(mr_module, cgr_module, ds_module, spec_module, ids):
     object.__setattr__(runner, "kernel_warmup", lambda: _dummy_pass(mr_module, runner, snapshots))
 
     def init_device_graphs():
-        snapshots["graph_runner_built"] = True
         _graph_runner_init(cgr_module, runner, snapshots)
 
     object.__setattr__(runner, "init_device_graphs", init_device_graphs)
@@ -299,7 +306,7 @@ def _run_start_up(mr_module, cgr_module, ds_module, spec_module, ids):
     g["ModelConfig"] = DraftConfig
     exec(compile(_start_up_statements(ModelRunner.initialize), mr_module.__file__, "exec"), g)
     g["_start_up"](runner, server_args)
-    snapshots["end"] = _captured(lm)
+    snapshots["end"] = [_captured(lm)]
     return snapshots
 
 
@@ -307,15 +314,20 @@ def ids_survive_graph_capture_and_dummy_run(module) -> None:
     cgr_module = importlib.import_module("sglang.srt.model_executor.cuda_graph_runner")
     ds_module = importlib.import_module("sglang.srt.models.deepseek_v2")
     spec_module = importlib.import_module("sglang.srt.speculative.spec_info")
+    has_dummy_run = hasattr(module.ModelRunner, "_dummy_run")  # 0.5.6+
     for ids in (STARTS_AT_1, NOT_AT_1):
         want = (True, expected_capture(ids))
         seen = _run_start_up(module, cgr_module, ds_module, spec_module, ids)
-        assert seen.get("graph_runner_built"), "initialize() did not build the CUDA graph runner"
+        # As 0.5.11+: the drafter's ids are applied once, never replaced by an argument-less call.
+        assert seen["calls"] == [list(ids)], (
+            f"drafter ids {ids}: start-up called set_eagle3_layers_to_capture with {seen['calls']} "
+            "(None = the default layers)"
+        )
+        assert seen["graphs"], "initialize() did not build the CUDA graph runner"
+        assert seen["dummy"] or not has_dummy_run, "the warm-up did not run the dummy pass"
         for moment in ("dummy", "graphs", "end"):
-            if moment == "dummy" and not hasattr(module.ModelRunner, "_dummy_run"):
-                continue
-            assert moment in seen, f"drafter ids {ids}: the {moment} step was not reached"
-            assert seen[moment] == want, (
-                f"drafter ids {ids}: at the {moment} step the target captures {seen[moment]}, "
-                f"0.5.13's rule says {want}"
-            )
+            for got in seen[moment]:
+                assert got == want, (
+                    f"drafter ids {ids}: at the {moment} step the target captures {got}, "
+                    f"0.5.13's rule says {want}"
+                )
