@@ -170,14 +170,12 @@ def _code_names(code) -> set[str]:
     return names
 
 
-def _inert_globals(fn, keep=(), **overrides) -> dict:
+def _inert_globals(fn) -> dict:
     """fn's module globals with every global it names replaced by an inert stand-in."""
     g = dict(fn.__globals__)
     for name in _code_names(fn.__code__):
-        if name not in g or name in keep:
-            continue
-        g[name] = type(name, (_Any,), {}) if isinstance(g[name], type) else _Any()
-    g.update(overrides)
+        if name in g:
+            g[name] = type(name, (_Any,), {}) if isinstance(g[name], type) else _Any()
     return g
 
 
