@@ -273,7 +273,9 @@ def _run_start_up(mr_module, cgr_module, ds_module, spec_module, ids):
                             enable_torch_compile=False, enable_return_hidden_states=False,
                             speculative_num_draft_tokens=4, forward_hooks=None)
     runner = _bare(
-        ModelRunner,
+        # Attributes the start-up statements read and the probe does not care about (feature
+        # switches such as enable_hisparse on 0.5.12+) read as off.
+        type("ProbeModelRunner", (ModelRunner,), {"__getattr__": _Fallback.__getattr__}),
         model=lm,
         device="cuda",
         spec_algorithm=spec_module.SpeculativeAlgorithm.EAGLE3,
