@@ -180,7 +180,9 @@ def _inert_globals(fn) -> dict:
 
 
 def _rebind(fn, g):
-    return types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
+    new = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__  # 0.5.12+: keyword-only arguments with defaults
+    return new
 
 
 # --------------------------------------------------------------- the start-up path
@@ -213,11 +215,8 @@ def _graph_runner_init(cgr_module, runner, snapshots):
         server_args=_Fallback(speculative_num_draft_tokens=4, disable_cuda_graph=False),
     )
     init = _rebind(base.__init__, _inert_globals(base.__init__))
-    # 0.5.12+ take the attention backend and draft sizes as required keyword-only arguments.
-    params = inspect.signature(base.__init__).parameters.values()
-    kwargs = {p.name: _Any() for p in params if p.kind is p.KEYWORD_ONLY and p.default is p.empty}
     try:
-        init(object.__new__(sub), view, **kwargs)
+        init(object.__new__(sub), view)
     except _Stop:
         return
     raise AssertionError("CudaGraphRunner.__init__ returned without reaching self.capture()")
