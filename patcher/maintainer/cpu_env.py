@@ -82,7 +82,7 @@ def shims_for(engine: str, version: str) -> frozenset[str]:
     v = _v(version)
     if engine == "sglang":
         shims = {"torchvision"}
-        if v < _v("0.5.10"):
+        if v < _v("0.5.11"):  # 0.5.10.x still imports sgl_kernel unguarded (deepseek_v2 probes)
             shims.add("sgl_kernel")
         if v < _v("0.5.8"):
             shims.add("vllm")

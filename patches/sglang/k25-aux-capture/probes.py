@@ -43,20 +43,50 @@ def _deepseek_lm(cls):
     )
 
 
-def _check_ids_reach_decoder(lm_cls, set_ids):
-    """Ids a user asks for must land in the decoder's layers_to_capture.
+# Ids whose capture tells the two conventions apart and is never the default.
+ID_LISTS = ([5, 20, 40], [1, 20, 40], [2, 30, 58])
 
-    SGLang's convention differs by release: 0.5.4.post2-0.5.12.post1 always add 1, 0.5.13+
-    add 1 only when the first id is 1. Either way the asked ids (not the default) must
-    arrive, so we use a non-default set and accept the two documented conventions.
+
+def _plus_one_always(ids):
+    """0.5.4.post2-0.5.12.post1 as published."""
+    return [i + 1 for i in ids]
+
+
+def _rule_0513(ids):
+    """0.5.13+, and earlier releases once eagle3-aux-layer-ids is applied (sgl-project/sglang#25454)."""
+    return [i + 1 for i in ids] if ids and ids[0] == 1 else list(ids)
+
+
+def _release():
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    return Version(version("sglang"))
+
+
+def _check_ids_reach_decoder(lm_cls, set_ids):
+    """The ids a user asks for land in the decoder's layers_to_capture by this release's rule.
+
+    On 0.5.13+ that is 0.5.13's rule, exactly. Below 0.5.13 the published rule is "+1 always";
+    the eagle3-aux-layer-ids family (which has its own probes for the rule) replaces it with
+    0.5.13's, so either may be installed, but one rule must hold for every list: a list
+    matching one convention and another list the other is a failure.
     """
-    for ids in ([5, 20, 40], [2, 30, 58]):
+    from packaging.version import Version
+
+    rules = [_rule_0513] if _release() >= Version("0.5.13") else [_rule_0513, _plus_one_always]
+    results = []
+    for ids in ID_LISTS:
         lm = _deepseek_lm(lm_cls)
         set_ids(lm, list(ids))
-        got = list(lm.model.layers_to_capture)
-        allowed = (ids, [i + 1 for i in ids])
-        assert got in allowed, f"asked to capture {ids}, decoder captures {got}"
         assert lm.capture_aux_hidden_states is True, "aux capture not switched on"
+        results.append((ids, list(lm.model.layers_to_capture)))
+    held = [r for r in rules if all(got == r(ids) for ids, got in results)]
+    assert held, (
+        f"captured {results}; expected one rule for all of them: "
+        + " or ".join(f"{r.__name__} -> {[r(ids) for ids, _ in results]}" for r in rules)
+    )
 
 
 def k25_capture_reaches_language_model(module):
@@ -73,17 +103,30 @@ def k25_capture_reaches_language_model(module):
     wrapper.set_embed_and_head("E", "H")
     assert rec.embed_head == ("E", "H"), "set_embed_and_head not delegated"
 
-    # End to end through the real DeepseekV3ForCausalLM hook (what K2.5 wraps).
+    # End to end through the real DeepseekV3ForCausalLM hook (what K2.5 wraps): the wrapper
+    # forwards the ids unchanged, so it captures exactly what the bare target captures.
     from sglang.srt.models.deepseek_v2 import DeepseekV3ForCausalLM
 
     def via_wrapper(lm, ids):
         _bare(cls, language_model=lm).set_eagle3_layers_to_capture(ids)
 
     _check_ids_reach_decoder(DeepseekV3ForCausalLM, via_wrapper)
+    for ids in ID_LISTS:
+        direct, wrapped = _deepseek_lm(DeepseekV3ForCausalLM), _deepseek_lm(DeepseekV3ForCausalLM)
+        direct.set_eagle3_layers_to_capture(list(ids))
+        via_wrapper(wrapped, list(ids))
+        assert wrapped.model.layers_to_capture == direct.model.layers_to_capture, (
+            f"ids {ids}: through the K2.5 wrapper {wrapped.model.layers_to_capture}, "
+            f"on the bare target {direct.model.layers_to_capture}"
+        )
 
 
 def k2_capture_reaches_decoder(module):
-    """Kimi-K2 (DeepseekV3ForCausalLM) target: the hook exists and honours the ids."""
+    """Kimi-K2 (DeepseekV3ForCausalLM) target: the hook exists and honours the ids.
+
+    A regression guard, not a proof of v1: v1 changes kimi_k25.py only, so on 0.5.9 this
+    passes on the published files too. It is the meaningful probe on 0.5.4.post2-0.5.8.post1
+    (no kimi_k25.py) and guards what the K2.5 delegation relies on everywhere else."""
     cls = module.DeepseekV3ForCausalLM
     assert hasattr(cls, "set_eagle3_layers_to_capture"), "DeepSeek target cannot capture aux states"
     _check_ids_reach_decoder(cls, lambda lm, ids: lm.set_eagle3_layers_to_capture(ids))
