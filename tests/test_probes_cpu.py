@@ -99,6 +99,12 @@ def _apply_probe_revert(engine, version, python):
     assert {(fid, p["id"]) for fid, p in ran} == expected(engine, version)  # from the manifests
     bad = [f"{fid} {p['id']}: {p['status']}: {p['detail']}" for fid, p in ran if p["status"] != "passed"]
     assert not bad, "\n".join(bad)
-    assert code == 0 and report["exit"] == 0, (code, err)
+    # After apply every family is ours or upstream's; only a refusal (decided by content, never
+    # written) may remain, and then apply exits 1 as verify would, naming it.
+    states = {f["id"]: f["state"] for f in report["families"]}
+    assert set(states.values()) <= {"applied", "upstream", "refused"}, states
+    refused = sorted(fid for fid, s in states.items() if s == "refused")
+    assert (code, report["exit"]) == ((1, 1) if refused else (0, 0)), (code, err, refused)
+    assert all(any(fid in r for r in report.get("reasons", [])) for fid in refused), report.get("reasons")
     code, report, err = cli("revert", "--engine", engine, "--python", python, "--json")
     assert code == 0, err
