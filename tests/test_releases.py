@@ -8,13 +8,13 @@ the bytes RECORD names. The wheels are fetched once per machine (patcher/maintai
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from patcher import actions, engines, manifest, matrix
 from patcher.maintainer import wheels
+from patcher.maintainer.prove_variant import scratch_site
 from patcher.manifest import Refused, Upstream, Variant
 from patcher.plan import State, assess
 
@@ -98,15 +98,6 @@ EXPECTED: dict[tuple[str, str], tuple[str, ...]] = {
     ("sglang", "0.5.22"): ("upstream 0.5.13", "patch v2", "patch v2", "upstream 0.5.10", "patch v10"),
     ("sglang", "0.5.23"): ("upstream 0.5.13", "patch v2", "patch v2", "upstream 0.5.10", "patch v11"),
 }
-
-
-def scratch_site(tree: Path, install: engines.Install, rels: set[str], dest: Path) -> Path:
-    """A copy of the install holding its dist-info and the files our diffs touch."""
-    shutil.copytree(install.dist_info, dest / install.dist_info.name)
-    for rel in rels:
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(tree / rel, dest / rel)
-    return dest
 
 
 @pytest.mark.wheels
