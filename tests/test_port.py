@@ -243,3 +243,35 @@ def test_moved_file_gives_the_new_variant_a_probe_of_the_moved_module():
     probes = [(b.field("module"), b.field("when")) for b in blocks(moved) if b.kind == "probe"]
     assert probes == [("a.b", ["v1", "upstream"]), ("a.c", ["v2"])]
     assert [b.field("versions") for b in blocks(moved) if b.kind == "variant"] == [">=1.0,<1.5", ">=1.5"]
+
+
+def _family_patches(engine: str, name: str, variant: str):
+    (fam,) = [f for f in manifest.load_all(manifest.PATCHES, (engine,)) if f.name == name]
+    return fam.patches[variant]
+
+
+@pytest.mark.wheels
+def test_new_auto_enable_of_the_switch_our_gate_reads_is_flagged():
+    from patcher.maintainer import newcode, wheels
+
+    v3 = _family_patches("sglang", "sm120-allreduce-fusion", "v3")
+    found = newcode.switch_setters(v3, wheels.tree("sglang", "0.5.4.post1"), wheels.tree("sglang", "0.5.4.post2"),
+                                   "sglang")
+    assert found and all("enable_flashinfer_allreduce_fusion" in f for f in found)
+    assert any(f.startswith("sglang/srt/server_args.py:") and "is_blackwell_supported()" in f for f in found), found
+    # Between two releases whose auto-enables are the same, nothing is said.
+    v2 = _family_patches("sglang", "sm120-allreduce-fusion", "v2")
+    assert newcode.switch_setters(v2, wheels.tree("sglang", "0.5.3"), wheels.tree("sglang", "0.5.3.post1"),
+                                  "sglang") == []
+
+
+@pytest.mark.wheels
+def test_new_sibling_module_with_a_function_we_edit_is_flagged():
+    from patcher.maintainer import newcode, wheels
+
+    v1 = _family_patches("sglang", "eagle3-drafter-keys", "v1")
+    found = newcode.sibling_modules(v1, wheels.tree("sglang", "0.5.11"), wheels.tree("sglang", "0.5.12"))
+    assert found == ["sglang/srt/models/kimi_k25_eagle3.py: a new upstream module beside "
+                     "sglang/srt/models/llama_eagle3.py defines load_weights(), which this variant edits there; "
+                     "it may need the same change"]
+    assert newcode.sibling_modules(v1, wheels.tree("sglang", "0.5.10"), wheels.tree("sglang", "0.5.11")) == []

@@ -1,4 +1,4 @@
-"""Upstream code a carried variant does not cover, found by two narrow signs.
+"""Upstream code a carried variant does not cover, found by five narrow signs.
 
 A merge carries our hunks to where their text went; it cannot know that upstream grew new
 code needing the same fix. Two signs, each measured on our own history (both fire on the
@@ -15,7 +15,13 @@ benchmarks/port_history.py), turn a proven candidate into one for a person:
   ``raise`` in a patched file or a module beside it that it imports. Upstream never ran that
   code on the hardware we admit, so a new failure path there is where it breaks (SGLang
   0.5.11's multicast preflight). For other variants new raises are everyday code (measured:
-  they would flag three pairs that port carries byte for byte).
+  they would flag three pairs that port carries byte for byte);
+* a feature switch our added lines read, turned on by upstream under new conditions: an
+  auto-enable that can reach the gate we widen (opt-in must stay opt-in; SGLang 0.5.4.post2);
+* a new module beside a patched one, sharing a distinctive part of its name, that defines a
+  function the variant edits (SGLang 0.5.12's MLA drafter beside the Llama drafter).
+The last two were added when this session's new variants (the narrowed auto-enables, the
+loud MLA drafter) made two leave-one-out pairs "wrong"; they flag one more pair than needed.
 """
 
 from __future__ import annotations
@@ -120,4 +126,81 @@ def wrappers(patches: tuple[hunks.FilePatch, ...], base: Path, new: Path, engine
             if re.search(rf"(?<![\w.]){c}\(", text) and not re.search(rf"^class \w+\([^)]*\b{c}\b", text, re.M):
                 out.append(f"{rel.as_posix()}: a new upstream file builds {c} (a class this variant edits) "
                            "without subclassing it; it may need the variant's change too")
+    return out
+
+
+_SWITCH = re.compile(r"\b(?:enable|disable|use)_\w+")
+
+
+def _guards(lines: list[str], i: int) -> tuple[str, ...]:
+    """The if/elif conditions that enclose line ``i``, innermost first, up to its def."""
+    out, indent = [], len(lines[i]) - len(lines[i].lstrip())
+    for ln in reversed(lines[:i]):
+        stripped = ln.strip()
+        depth = len(ln) - len(ln.lstrip())
+        if not stripped or depth >= indent:
+            continue
+        indent = depth
+        if stripped.startswith(("if ", "elif ")):
+            out.append(stripped)
+        if stripped.startswith(("def ", "class ")):
+            break
+    return tuple(out)
+
+
+def switch_setters(patches: tuple[hunks.FilePatch, ...], base: Path, new: Path, engine: str) -> list[str]:
+    """A feature switch our added lines read (``enable_*``/``disable_*``/``use_*``) that upstream
+    now turns on under conditions the base release did not have: an auto-enable that can reach the
+    gate we widen, and opt-in must stay opt-in (SGLang 0.5.4.post2's GPT-OSS auto-enable under
+    ``is_blackwell_supported()``, which admits SM 12.x)."""
+    added = {n for fp in patches for h in fp.hunks for ln in h.new if ln not in h.old
+             for n in _SWITCH.findall(_STRING.sub("", ln.split("#")[0]))}
+    out = []
+    for name in sorted(added):
+        setter = re.compile(rf"(?:\.{name}|\[[\"']{name}[\"']\])\s*=\s*True\b")
+
+        def sites(root: Path, setter: re.Pattern[str] = setter) -> dict[tuple[str, tuple[str, ...]], str]:
+            found = {}
+            for path in sorted((root / engine).rglob("*.py")):
+                text = path.read_text(errors="replace")
+                if not setter.search(text):
+                    continue
+                lines = text.splitlines()
+                for i, ln in enumerate(lines):
+                    if setter.search(ln):
+                        found[(path.relative_to(root).as_posix(), _guards(lines, i))] = f"{i + 1}"
+            return found
+
+        before = sites(base)
+        for (rel, guards), line in sorted(sites(new).items()):
+            if (rel, guards) not in before:
+                said = " / ".join(guards)[:140] or "unconditionally"
+                out.append(f"{rel}:{line}: upstream turns on {name}, which this variant's lines read, under "
+                           f"conditions the base release did not have ({said}): check that it cannot reach our gate")
+    return out
+
+
+def sibling_modules(patches: tuple[hunks.FilePatch, ...], base: Path, new: Path) -> list[str]:
+    """A new module beside a patched one, sharing a distinctive part of its name, that defines a
+    function our variant edits: the same fix may be needed there (SGLang 0.5.12's MLA drafter
+    ``kimi_k25_eagle3.py`` beside ``llama_eagle3.py``, each with its own ``load_weights``)."""
+    out = []
+    for fp in patches:
+        lines = _read(base / fp.path)
+        edited = set()
+        for h in fp.hunks:
+            m = next((m for ln in reversed(lines[:h.old_start - 1 + len(h.old)])
+                      if (m := re.match(r"\s*def (\w+)", ln))), None)
+            if m:
+                edited.add(m.group(1))
+        folder, stem = fp.path.rsplit("/", 1)
+        tokens = {t for t in stem.removesuffix(".py").split("_") if len(t) >= 4}
+        for path in sorted((new / folder).glob("*.py")):
+            rel = f"{folder}/{path.name}"
+            if (base / rel).exists() or not tokens & set(path.stem.split("_")):
+                continue
+            defined = set(re.findall(r"^\s*def (\w+)", path.read_text(errors="replace"), re.M))
+            for fn in sorted(edited & defined):
+                out.append(f"{rel}: a new upstream module beside {fp.path} defines {fn}(), which this variant "
+                           "edits there; it may need the same change")
     return out

@@ -246,6 +246,8 @@ def _candidate(req: Request, family: Family, source: Variant, base: str, base_tr
     out.report += newcode.copies(ours, base_tree, tree, hunks.parse(out.diff, f"{out.variant}.diff"))
     out.report += newcode.wrappers(ours, base_tree, tree, family.engine)
     out.report += newcode.new_failures(ours, base_tree, tree)
+    out.report += newcode.switch_setters(ours, base_tree, tree, family.engine)
+    out.report += newcode.sibling_modules(ours, base_tree, tree)
     releases_txt = manifest_edit.add_release((req.root / req.engine / "releases.txt").read_text(), req.version)
     out.manifest = manifest_edit.add_variant((family.folder / "patch.toml").read_text(), source.id, out.variant,
                                              req.version, releases, _modules(out.moved))
