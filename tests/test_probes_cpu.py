@@ -92,7 +92,8 @@ def test_probes_pass_on_real_import(engine, version):
 
 def _apply_probe_revert(engine, version, python):
     cli("revert", "--engine", engine, "--python", python, "--no-probes")  # a previous run's leftovers
-    code, report, err = cli("apply", "--engine", engine, "--python", python, "--json")
+    # A generous wall clock: one interpreter per probed module, two at a time on the CI kind.
+    code, report, err = cli("apply", "--engine", engine, "--python", python, "--json", "--probe-timeout", "900")
     assert report, err
     assert report["version"] == version
     ran = [(f["id"], p) for f in report["families"] for p in f["probes"]]
