@@ -24,8 +24,9 @@ def _named(every: tuple[Family, ...], name: str) -> list[Family]:
 
 
 def scope(engine: str, only: tuple[str, ...], skip: tuple[str, ...], patches: Path = manifest.PATCHES,
-          engines: tuple[str, ...] = manifest.ENGINES) -> tuple[str, ...]:
+          engines: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """The engines a run acts on, after checking every name; ``engine`` is --engine's value."""
+    engines = manifest.ENGINES if engines is None else engines  # read at call time, not at import
     every = manifest.load_all(patches, engines)
     wanted = engines if engine == "all" else (engine,)
     picked: dict[str, set[str]] = {"--only": set(), "--skip": set()}

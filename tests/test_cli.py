@@ -309,8 +309,8 @@ def test_item4_strict_says_why_when_every_line_is_ok():
     code, out, _ = cli("verify", "--engine", "sglang", "--site", site, "--only", "k25-aux-capture", "--strict")
     lines = out.splitlines()
     assert code == 1 and lines[1].startswith("  ok   sglang/k25-aux-capture: upstream:")
-    assert lines[2].startswith("       probe k2-capture-reaches-decoder: not importable: ")
-    assert lines[3:] == ["exit 1: sglang/k25-aux-capture: probe k2-capture-reaches-decoder not importable (--strict)"]
+    assert lines[2].startswith("       probe k2-capture-regression-guard: not importable: ")
+    assert lines[3:] == ["exit 1: sglang/k25-aux-capture: probe k2-capture-regression-guard not importable (--strict)"]
 
 
 @pytest.mark.wheels
@@ -320,8 +320,8 @@ def test_item4_a_failed_probe_is_not_ok():
                        "--probe-timeout", "0.001")
     lines = out.splitlines()
     assert code == 1 and lines[1].startswith("  FAIL sglang/k25-aux-capture: upstream:")
-    assert lines[2].startswith("       probe k2-capture-reaches-decoder: failed: ")
-    assert lines[3:] == ["exit 1: sglang/k25-aux-capture: probe k2-capture-reaches-decoder failed"]
+    assert lines[2].startswith("       probe k2-capture-regression-guard: failed: ")
+    assert lines[3:] == ["exit 1: sglang/k25-aux-capture: probe k2-capture-regression-guard failed"]
 
 
 @pytest.mark.wheels

@@ -368,22 +368,24 @@ def test_default_docker_path_patches_the_running_interpreters_engine(tmp_path, m
 
 
 def test_detect_reports_the_installed_engine_and_its_key_family_state(tmp_path, monkeypatch):
-    """patcher.detect.drafter_detect in the engine's own interpreter: release and the state of
-    <engine>/eagle3-drafter-keys from the shipped manifests (a release in its upstream range whose
-    file holds the evidence: upstream; without it: conflict). Broken by: drafter_detect returning
-    state None or looking the engine up in another interpreter."""
+    """patcher.detect.drafter_detect in the engine's own interpreter: the release, and a family's
+    state from the shipped manifests (a release in an upstream range whose file holds the evidence:
+    upstream; without it: conflict). Broken by: drafter_detect returning no state or looking the
+    engine up in another interpreter."""
     _as_engine(monkeypatch, "sglang")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
     python = venv / "bin" / "python"
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    (keys,) = [f for f in manifest.load_all(manifest.PATCHES, ("sglang",)) if f.name == "eagle3-drafter-keys"]
-    (ev,) = keys.upstream[-1].evidence  # the newest upstream entry's proof, as a one-file release
+    (fam,) = [f for f in manifest.load_all(manifest.PATCHES, ("sglang",)) if f.name == "k25-aux-capture"]
+    (entry,) = [u for u in fam.upstream if len(u.evidence) == 1 and u.since == "0.5.10"]
+    (ev,) = entry.evidence  # that entry's proof, as a one-file release
     fixed = "".join(f"# {s}\n" for s in ev.contains).encode()
-    release = keys.upstream[-1].since
+    release = entry.since
     sources = {"sglang/__init__.py": b"", ev.file: fixed}
-    code = "from patcher.detect import drafter_detect; print(repr(drafter_detect({!r})))"
+    code = ("from patcher.detect import drafter_detect; r = drafter_detect({!r}); "
+            "print(None if r is None else (r.name, str(r.version), r.state('k25-aux-capture')))")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
 
     def detect(engine):
@@ -392,12 +394,12 @@ def test_detect_reports_the_installed_engine_and_its_key_family_state(tmp_path, 
 
     assert detect(None) == "None"  # no engine installed in this interpreter
     toy.pip_install(python, toy.build_wheel(wheels, release, sources=sources))
-    assert detect("sglang") == f"('sglang', <Version('{release}')>, 'upstream')"
+    assert detect("sglang") == f"('sglang', '{release}', 'upstream')"
     assert detect(None) == detect("sglang")
     assert detect("vllm") == "None"
     toy.pip_install(python, toy.build_wheel(wheels, release, sources={**sources, ev.file: b"no fix\n"}),
                     "--force-reinstall")
-    assert detect("sglang") == f"('sglang', <Version('{release}')>, 'conflict')"  # claims the fix, lacks it
+    assert detect("sglang") == f"('sglang', '{release}', 'conflict')"  # claims the fix, lacks it
 
 
 def test_bytecode_cached_files_honours_the_prefix(tmp_path):

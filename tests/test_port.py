@@ -173,11 +173,11 @@ def test_port_derives_and_proves_a_release_newer_than_releases_txt(tmp_path):
                        out=tmp_path / "out")
     (o,) = port.run(req)
     assert o.state == "proven", "\n".join([o.detail, *o.report, *o.proofs])
-    assert o.source == "v11" and o.base == "0.5.23" and o.variant == "v12"
+    assert o.source == "v11" and o.base == "0.5.23" and o.variant == "v15"  # the next free id (v12-v14 exist)
     assert any(p.startswith("probe ") for p in o.proofs)
     assert " def flashinfer_ar_fusion_applies(batch_size: int) -> bool:" in o.diff  # the new context
     written = (tmp_path / "out" / "sm120-allreduce-fusion" / "patch.toml").read_text()
-    assert 'id = "v12"' in written and 'versions = ">=0.5.99"' in written
+    assert 'id = "v15"' in written and 'versions = ">=0.5.99"' in written
 
 
 def _port(*argv: str) -> tuple[int, str, str]:
@@ -194,7 +194,7 @@ def test_port_says_what_already_holds_by_content_and_stops(tmp_path):
     assert code == 0, out + err
     fams = {f["id"]: f for f in json.loads(out)[0]["families"]}
     assert fams["sglang/eagle3-drafter-keys"]["state"] == "held"
-    assert "upstream since 0.5.12" in fams["sglang/eagle3-drafter-keys"]["detail"]
+    assert fams["sglang/eagle3-drafter-keys"]["detail"] == "variant v2 covers it and its pre-image matches byte for byte"
     gate = fams["sglang/sm120-allreduce-fusion"]
     assert gate["state"] == "held" and gate["variant"] == "v11" and gate["proofs"] == []
     shipped = (manifest.PATCHES / "sglang" / "sm120-allreduce-fusion" / "patch.toml").read_text()
