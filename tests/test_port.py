@@ -194,7 +194,8 @@ def test_port_says_what_already_holds_by_content_and_stops(tmp_path):
     assert code == 0, out + err
     fams = {f["id"]: f for f in json.loads(out)[0]["families"]}
     assert fams["sglang/eagle3-drafter-keys"]["state"] == "held"
-    assert fams["sglang/eagle3-drafter-keys"]["detail"] == "variant v2 covers it and its pre-image matches byte for byte"
+    keys = fams["sglang/eagle3-drafter-keys"]
+    assert keys["detail"] == "variant v2 covers it and its pre-image matches byte for byte"
     gate = fams["sglang/sm120-allreduce-fusion"]
     assert gate["state"] == "held" and gate["variant"] == "v11" and gate["proofs"] == []
     shipped = (manifest.PATCHES / "sglang" / "sm120-allreduce-fusion" / "patch.toml").read_text()
