@@ -90,13 +90,19 @@ def _hash(value: object, field: str) -> str:
     return value
 
 
+def _document(raw: bytes, install: Install) -> dict:
+    """The top-level object of one of our files, written for this engine."""
+    doc = _json(raw)
+    _need(isinstance(doc, dict), f"top level: {_describe(doc)}")
+    assert isinstance(doc, dict)
+    _need(doc.get("engine") == install.engine, f"engine: {_describe(doc.get('engine'))}")
+    return doc
+
+
 def parse_state(raw: bytes, where: Path, install: Install) -> dict[str, dict]:
     """The ``families`` of a state file, or a WriteError naming what is wrong with it."""
     try:
-        doc = _json(raw)
-        _need(isinstance(doc, dict), f"top level: {_describe(doc)}")
-        assert isinstance(doc, dict)
-        _need(doc.get("engine") == install.engine, f"engine: {_describe(doc.get('engine'))}")
+        doc = _document(raw, install)
         _need(isinstance(doc.get("version"), str), f"version: {_describe(doc.get('version'))}")
         fams = doc.get("families")
         _need(isinstance(fams, dict), f"families: {_describe(fams)}")
@@ -119,10 +125,7 @@ def parse_state(raw: bytes, where: Path, install: Install) -> dict[str, dict]:
 def parse_journal(raw: bytes, where: Path, install: Install) -> Journal:
     """A journal whose every path is a plain RECORD file of the engine, or a WriteError."""
     try:
-        doc = _json(raw)
-        _need(isinstance(doc, dict), f"top level: {_describe(doc)}")
-        assert isinstance(doc, dict)
-        _need(doc.get("engine") == install.engine, f"engine: {_describe(doc.get('engine'))}")
+        doc = _document(raw, install)
         _need(isinstance(doc.get("state_before"), bool), f"state_before: {_describe(doc.get('state_before'))}")
         files = doc.get("files")
         _need(isinstance(files, list), f"files: {_describe(files)}")
