@@ -124,9 +124,23 @@ def _from_files(family: Family, variant: Variant, files: Files, record: dict | N
         return Status(family, State.CONFLICT, f"partially applied: only {', '.join(done)} carry variant {variant.id}",
                       variant.id, hint="'patcher revert --only " + family.id + "' restores the published files",
                       files=states)
+    if _written_by_us(record, files):
+        # Our own earlier diff (a previous patcher release), byte for byte: nobody edited anything,
+        # and the backups of that run are gone, so a clean reinstall is the way back.
+        return Status(family, State.CONFLICT, f"files hold variant {record.get('variant')} as an earlier patcher "
+                      f"release wrote it on {record.get('version')} (the state file's hashes match), and this "
+                      f"patcher's variant {variant.id} differs from that diff: {first}", variant.id,
+                      hint="our diff changed since; reinstall the engine (pip install --force-reinstall --no-deps) "
+                           "and apply again", files=states)
     return Status(family, State.CONFLICT, f"files are neither published nor ours: {first}", variant.id,
                   hint="someone edited them; reinstall the engine (pip install --force-reinstall --no-deps) "
                        "and apply again", files=states)
+
+
+def _written_by_us(record: dict | None, files: Files) -> bool:
+    """Every file the family's state record lists still has the hash that apply wrote."""
+    written = (record or {}).get("files") or {}
+    return bool(written) and all(files.sha(rel) == sha for rel, sha in written.items())
 
 
 def _unknown(family: Family, files: Files, version: Version, record: dict | None) -> Status:

@@ -146,6 +146,28 @@ def test_revert_refuses_when_it_would_not_give_the_published_file(venv, tmp_path
     assert core.read_bytes() == before
 
 
+def test_our_earlier_diff_is_told_apart_from_a_hand_edit(venv, tmp_path):
+    """A file an earlier patcher release wrote with a diff we have since changed is not "someone
+    edited them": the state file's hashes say it is ours. A real hand edit still says so.
+    Broken by: plan._from_files without the _written_by_us branch (the hand-edit wording then)."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "patches")
+    opts = actions.Options(python=str(python), patches=patches, probes=False)
+    actions.apply(toy.ENGINE, opts)
+    diff = patches / toy.ENGINE / "fix" / "v1.diff"
+    diff.write_text(diff.read_text().replace("+    return 2", "+    return 3"))  # "the next release of ours"
+    st = only(actions.verify(toy.ENGINE, opts))
+    assert st.state is State.CONFLICT
+    assert "as an earlier patcher release wrote it on 1.0" in st.detail and "variant v1 differs" in st.detail
+    assert "our diff changed since" in st.hint and "someone" not in st.hint
+    core = site / "toyengine" / "core.py"
+    core.write_text(core.read_text().replace('return "toy"', 'return "hand edit"'))
+    st = only(actions.verify(toy.ENGINE, opts))
+    assert st.state is State.CONFLICT and st.detail.startswith("files are neither published nor ours")
+    assert st.hint.startswith("someone edited them")
+
+
 def test_refusal_whose_evidence_does_not_hold_says_so(venv, tmp_path):
     """A release in a refused range whose files contradict the refusal's evidence: still refused
     (never patched by version alone), with the contradiction as a warning.
