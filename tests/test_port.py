@@ -180,6 +180,29 @@ def test_port_derives_and_proves_a_release_newer_than_releases_txt(tmp_path):
     assert 'id = "v15"' in written and 'versions = ">=0.5.99"' in written
 
 
+@pytest.mark.wheels
+def test_ports_into_one_out_folder_build_on_each_other(tmp_path):
+    """Two releases ported into one --out (what --newer does): the second starts from the first's
+    variant and its patch.toml keeps it. Broken by: port.run without the overlay (the second port
+    carries v11 again and its patch.toml replaces the first's)."""
+    from patcher.maintainer import port
+
+    rel = "sglang/srt/layers/layer_boundary/residual/add_norm.py"
+    edit = (rel, "def flashinfer_ar_fusion_applies(batch_size: int):",
+            "def flashinfer_ar_fusion_applies(batch_size: int) -> bool:")
+    out = tmp_path / "out"
+    for version in ("0.5.98", "0.5.99"):
+        site = _republish("sglang", "0.5.23", version, tmp_path / version, edit)
+        req = port.Request("sglang", version, ("sm120-allreduce-fusion",), site=site, out=out, probes=False)
+        (o,) = port.run(req)
+        assert o.exit == 0, "\n".join([o.detail, *o.report, *o.proofs])
+    assert o.state == "held" and o.variant == "v15", o.detail  # 0.5.99 is v15's pre-image: nothing new
+    written = (out / "sm120-allreduce-fusion" / "patch.toml").read_text()
+    assert 'id = "v15"' in written and 'versions = ">=0.5.98"' in written and 'id = "v16"' not in written
+    assert sorted(p.name for p in (out / "sm120-allreduce-fusion").iterdir()) == ["patch.toml", "v15.diff"]
+    assert {"0.5.98", "0.5.99"} <= set((out / "releases.txt").read_text().split())
+
+
 def _port(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     return main(["port", *argv], out=out, err=err), out.getvalue(), err.getvalue()

@@ -18,7 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from packaging.version import Version
@@ -269,6 +269,27 @@ def _candidate(req: Request, family: Family, source: Variant, base: str, base_tr
 
 
 def run(req: Request) -> list[Outcome]:
+    if req.out is not None and req.out.is_dir() and any(req.out.iterdir()):
+        # ``out`` holds an earlier port's results (the previous release of a --newer run, or an
+        # earlier --to): port from them, so this release's patch.toml extends theirs, not replaces it.
+        with tempfile.TemporaryDirectory() as tmp:
+            return _run(replace(req, root=overlay(req.root, req.engine, req.out, Path(tmp) / "patches")))
+    return _run(req)
+
+
+def overlay(root: Path, engine: str, out: Path, dest: Path) -> Path:
+    """A copy of the patch set at ``root`` with the files of ``out`` (laid out as ``write`` lays
+    them: ``<family>/...`` and ``releases.txt``) in place of the engine's own."""
+    shutil.copytree(root, dest)
+    for src in sorted(out.rglob("*")):
+        if src.is_file() and not src.name.startswith("."):
+            target = dest / engine / src.relative_to(out)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, target)
+    return dest
+
+
+def _run(req: Request) -> list[Outcome]:
     tree = req.site or _tree(req.engine, req.version)
     install = engines.find(req.engine, site=tree)
     if install.version != Version(req.version):
