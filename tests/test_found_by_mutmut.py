@@ -8,8 +8,11 @@ import os
 from pathlib import Path
 
 from patcher import actions, write
+from tests import test_guarantees
 from tests.support import toy
-from tests.test_guarantees import cli, family, install, venv  # noqa: F401  (venv is a fixture)
+from tests.test_guarantees import cli, family, install
+
+venv = test_guarantees.venv  # the toy engine's venv fixture, shared
 
 
 def _opts(python: Path, patches: Path) -> actions.Options:
