@@ -7,7 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from patcher import actions, write
+import pytest
+
+from patcher import actions, engines, write
+from patcher.errors import WriteError
 from tests import test_guarantees
 from tests.support import toy
 from tests.test_guarantees import cli, family, install
@@ -78,3 +81,24 @@ def test_our_files_are_created_with_the_umask_not_executable(venv, tmp_path):
     actions.apply(toy.ENGINE, _opts(python, family(tmp_path / "p")))
     state = site / write.DIRNAME / f"{toy.ENGINE}.json"
     assert state.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_rolled_back_write_gives_each_file_its_mode_back(venv, tmp_path):
+    """A write that fails after the renames is rolled back from the backups, and a backup is
+    renamed into place: it must carry the original's mode (a 0o600 file stays 0o600).
+    Survivor write.commit backup written with mode None."""
+    python, site = venv
+    install(python, tmp_path)
+    core = site / "toyengine" / "core.py"
+    core.chmod(0o600)
+    before = core.read_bytes()
+    inst = engines.find(toy.ENGINE, site=site)
+
+    def fail_at_state(step: str) -> None:
+        if step == "state":
+            raise OSError(28, "No space left on device")
+
+    with write.locked(inst), pytest.raises(WriteError, match="the disk is full"):
+        write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, lambda rels: None, step=fail_at_state)
+    assert core.read_bytes() == before
+    assert core.stat().st_mode & 0o777 == 0o600
