@@ -102,3 +102,24 @@ def test_a_rolled_back_write_gives_each_file_its_mode_back(venv, tmp_path):
         write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, lambda rels: None, step=fail_at_state)
     assert core.read_bytes() == before
     assert core.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_rolled_back_write_gives_the_state_file_back(venv, tmp_path):
+    """A write that fails after the new state file is in place rolls the state file back too:
+    otherwise it would describe files the rollback just restored.
+    Survivors write.commit state backup under another name (state.orig never found)."""
+    python, site = venv
+    install(python, tmp_path)
+    actions.apply(toy.ENGINE, _opts(python, family(tmp_path / "p")))
+    state = site / write.DIRNAME / f"{toy.ENGINE}.json"
+    core = site / "toyengine" / "core.py"
+    before = state.read_bytes(), core.read_bytes()
+    inst = engines.find(toy.ENGINE, site=site)
+
+    def fail_at_commit(step: str) -> None:
+        if step == "commit":
+            raise OSError(5, "Input/output error")
+
+    with write.locked(inst), pytest.raises(WriteError):
+        write.commit(inst, {"toyengine/core.py": toy.MODULE_V1.encode()}, {}, lambda rels: None, step=fail_at_commit)
+    assert (state.read_bytes(), core.read_bytes()) == before
