@@ -4,6 +4,7 @@ surviving mutants the test now kills. The run and its verdicts: benchmarks/MUTAT
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -81,6 +82,17 @@ def test_our_files_are_created_with_the_umask_not_executable(venv, tmp_path):
     actions.apply(toy.ENGINE, _opts(python, family(tmp_path / "p")))
     state = site / write.DIRNAME / f"{toy.ENGINE}.json"
     assert state.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_the_state_file_records_the_release_and_the_variant(venv, tmp_path):
+    """What "lost" later reports ("was applied (variant v1 on 1.0)") comes from here.
+    Survivor write.commit state "version": str(None)."""
+    python, site = venv
+    install(python, tmp_path)
+    actions.apply(toy.ENGINE, _opts(python, family(tmp_path / "p")))
+    state = json.loads((site / write.DIRNAME / f"{toy.ENGINE}.json").read_text())
+    assert (state["engine"], state["version"]) == (toy.ENGINE, "1.0")
+    assert state["families"][f"{toy.ENGINE}/fix"]["variant"] == "v1"
 
 
 def test_a_rolled_back_write_gives_each_file_its_mode_back(venv, tmp_path):

@@ -296,6 +296,7 @@ def test_second_writer_times_out_with_the_documented_error_while_the_lock_is_hel
         assert time.monotonic() - t0 >= 0.5  # it waited for the timeout before giving up
     assert exc.value.what == f"another patcher run holds {toy.ENGINE}'s lock"
     assert exc.value.hint == "wait for it to finish" and exc.value.exit_code == 2
+    assert exc.value.found == str(site / write.DIRNAME)  # where the lock is (mutmut: found dropped)
     assert (site / "toyengine" / "core.py").read_text() == toy.MODULE_V1  # nothing written
     assert actions.apply(toy.ENGINE, opts).changed == ["toyengine/core.py"]  # free again
 
