@@ -135,3 +135,85 @@ def test_a_rolled_back_write_gives_the_state_file_back(venv, tmp_path):
     with write.locked(inst), pytest.raises(WriteError):
         write.commit(inst, {"toyengine/core.py": toy.MODULE_V1.encode()}, {}, lambda rels: None, step=fail_at_commit)
     assert (state.read_bytes(), core.read_bytes()) == before
+
+
+# ------------------------------------------------------------------ probes.py
+
+PROBE_ROWS = """
+[[probe]]
+id = "{id}"
+module = "{module}"
+check = "{check}"
+when = ["v1"]
+"""
+
+CHECKS = '''
+import os, sys
+
+
+def second(mod):
+    assert getattr(mod, "_seen", None) == ["first"], f"ran before 'a-first': {getattr(mod, '_seen', None)}"
+
+
+def first(mod):
+    mod._seen = ["first"]
+
+
+def environment(mod):
+    assert os.environ.get("HF_HUB_OFFLINE") == "1" and os.environ.get("TRANSFORMERS_OFFLINE") == "1", os.environ
+    assert sys.dont_write_bytecode, "PYTHONDONTWRITEBYTECODE is not set: verify would write bytecode"
+    assert os.environ.get("KIMI_PATCHER_TEST_MARK") == "inherited", "the user's environment is not passed on"
+
+
+def package(mod):
+    assert mod.__name__ == "toyengine"
+'''
+
+
+def _probe_family(root: Path, rows: list[tuple[str, str, str]]) -> Path:
+    """The toy family with extra probes (id, module, check) whose checks are CHECKS."""
+    patches = family(root, "".join(PROBE_ROWS.format(id=i, module=m, check=c) for i, m, c in rows))
+    probes_py = patches / toy.ENGINE / "fix" / "probes.py"
+    probes_py.write_text(probes_py.read_text() + CHECKS)
+    return patches
+
+
+def _probes_of(report) -> dict[str, tuple[str, str]]:
+    return {p["id"]: (p["status"], p["detail"]) for st in report.statuses for p in st.probes}
+
+
+def test_probes_of_one_module_run_in_id_order_whatever_the_declaration_order(venv, tmp_path):
+    """groups() promises that declaration order never changes what runs in what order: probes
+    sharing an interpreter run sorted by (family, id). Declared here as b-second, a-first.
+    Survivors probes.groups sort key None / dropped (declaration order)."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = _probe_family(tmp_path / "p", [("b-second", "toyengine.core", "second"),
+                                             ("a-first", "toyengine.core", "first")])
+    got = _probes_of(actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches)))
+    assert got["b-second"] == ("passed", ""), got
+
+
+def test_probe_interpreters_get_the_users_environment_offline_and_read_only(venv, tmp_path, monkeypatch):
+    """The probe interpreter inherits the user's environment (PATH, CUDA_VISIBLE_DEVICES, ...),
+    never reaches the Hub, and writes no bytecode (verify is read-only).
+    Survivors probes._interpreter env=None / os.environ dropped / each variable dropped."""
+    python, site = venv
+    install(python, tmp_path)
+    monkeypatch.setenv("KIMI_PATCHER_TEST_MARK", "inherited")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    patches = _probe_family(tmp_path / "p", [("env", "toyengine.core", "environment")])
+    got = _probes_of(actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches)))
+    assert got["env"] == ("passed", ""), got
+
+
+def test_a_probe_of_a_package_passes_when_the_package_is_the_patched_copy(venv, tmp_path):
+    """A probed module can be a package (its file is __init__.py): the "imported from another copy"
+    check must accept it. Survivors probes._module_file __init__.py misspelt."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = _probe_family(tmp_path / "p", [("pkg", "toyengine", "package")])
+    got = _probes_of(actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches)))
+    assert got["pkg"] == ("passed", ""), got
