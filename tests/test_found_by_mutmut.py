@@ -137,6 +137,50 @@ def test_a_rolled_back_write_gives_the_state_file_back(venv, tmp_path):
     assert (state.read_bytes(), core.read_bytes()) == before
 
 
+
+class Killed(BaseException):
+    """What a SIGKILL leaves behind, in-process: no except clause of ours runs."""
+
+
+def _killed_at(prefix: str):
+    def step(name: str) -> None:
+        if name.startswith(prefix):
+            raise Killed(name)
+    return step
+
+
+def test_verify_reports_a_run_killed_mid_write_and_apply_rolls_it_back(venv, tmp_path):
+    """Survivors write.interrupted journal name misspelt (verify never says a run was killed)."""
+    python, site = venv
+    install(python, tmp_path)
+    opts = _opts(python, family(tmp_path / "p"))
+    inst = engines.find(toy.ENGINE, site=site)
+    with write.locked(inst), pytest.raises(Killed):
+        write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, lambda rels: None,
+                     step=_killed_at("state"))
+    assert any(n.startswith("interrupted: a run was killed mid-write") for n in actions.verify(toy.ENGINE, opts).notes)
+    r = actions.apply(toy.ENGINE, opts)
+    assert any(n.startswith("rolled back an interrupted run") for n in r.notes), r.notes
+    assert not any(n.startswith("interrupted") for n in actions.verify(toy.ENGINE, opts).notes)
+
+
+def test_rollback_restores_a_file_deleted_after_the_kill(venv, tmp_path):
+    """A target someone deleted after the kill comes back from its backup.
+    Survivor write._recover `target.exists() or True` (reads the missing file: cannot roll back)."""
+    python, site = venv
+    install(python, tmp_path)
+    opts = _opts(python, family(tmp_path / "p"))
+    inst = engines.find(toy.ENGINE, site=site)
+    with write.locked(inst), pytest.raises(Killed):
+        write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, lambda rels: None,
+                     step=_killed_at("state"))
+    core = site / "toyengine" / "core.py"
+    core.unlink()
+    r = actions.apply(toy.ENGINE, opts)
+    assert "rolled back an interrupted run: toyengine/core.py" in r.notes
+    assert core.read_text() == toy.PATCHED and r.changed == ["toyengine/core.py"]
+
+
 # ------------------------------------------------------------------ probes.py
 
 PROBE_ROWS = """
