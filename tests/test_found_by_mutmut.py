@@ -211,6 +211,25 @@ def environment(mod):
 
 def package(mod):
     assert mod.__name__ == "toyengine"
+
+
+def silent_death(mod):
+    os._exit(3)
+
+
+def loud_death(mod):
+    sys.stderr.write("x" * 400 + "\\n")
+    sys.stderr.flush()
+    os._exit(3)
+
+
+def hang(mod):
+    import time
+    time.sleep(60)
+
+
+def reads_stdin(mod):
+    assert sys.stdin.read() == ""
 '''
 
 
@@ -261,3 +280,42 @@ def test_a_probe_of_a_package_passes_when_the_package_is_the_patched_copy(venv, 
     patches = _probe_family(tmp_path / "p", [("pkg", "toyengine", "package")])
     got = _probes_of(actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches)))
     assert got["pkg"] == ("passed", ""), got
+
+
+def _one_probe(venv, tmp_path, check: str, timeout: float = 60) -> tuple[str, str]:
+    python, site = venv
+    install(python, tmp_path)
+    patches = _probe_family(tmp_path / "p", [("x", "toyengine.core", check)])
+    report = actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches, probe_timeout=timeout))
+    return _probes_of(report)["x"]
+
+
+def test_an_interpreter_that_dies_silently_is_reported_so(venv, tmp_path):
+    """Survivors probes._interpreter "no output" / "probe interpreter " misspelt."""
+    assert _one_probe(venv, tmp_path, "silent_death") == ("failed", "probe interpreter died: exit 3: no output")
+
+
+def test_a_dying_interpreters_last_line_is_cut_at_300_characters(venv, tmp_path):
+    """Survivor probes._interpreter [:301]."""
+    assert _one_probe(venv, tmp_path, "loud_death") == ("failed", "probe interpreter died: exit 3: " + "x" * 300)
+
+
+def test_a_hanging_probe_is_reported_as_timed_out(venv, tmp_path):
+    """Survivor probes._interpreter `crash.startswith("timed out") and False` (says "died")."""
+    status, detail = _one_probe(venv, tmp_path, "hang", timeout=3)
+    assert status == "failed" and detail.startswith("probe interpreter timed out: timed out after 3 s"), detail
+
+
+def test_probe_interpreters_never_read_the_callers_stdin(venv, tmp_path):
+    """An engine import that reads stdin must not hang on the caller's terminal or pipe.
+    Survivors probes._interpreter stdin inherited (None / dropped): the probe then waits on the pipe."""
+    r, w = os.pipe()
+    saved = os.dup(0)
+    os.dup2(r, 0)  # our stdin: a pipe nobody writes to or closes
+    try:
+        got = _one_probe(venv, tmp_path, "reads_stdin", timeout=20)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, r, w):
+            os.close(fd)
+    assert got == ("passed", ""), got
