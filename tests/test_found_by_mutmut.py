@@ -138,6 +138,22 @@ def test_a_rolled_back_write_gives_the_state_file_back(venv, tmp_path):
 
 
 
+def test_a_state_file_planted_as_a_symlink_is_not_read_through(venv, tmp_path):
+    """Nothing of ours is read through a symlink, even one to a well-formed state file.
+    Survivor write._read_own O_RDONLY & O_NOFOLLOW (the flag dropped)."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "p")
+    actions.apply(toy.ENGINE, _opts(python, patches))
+    state = site / write.DIRNAME / f"{toy.ENGINE}.json"
+    elsewhere = tmp_path / "elsewhere.json"
+    state.rename(elsewhere)
+    state.symlink_to(elsewhere)
+    code, out, err = cli("verify", "--engine", "all", "--python", str(python), "--patches", str(patches),
+                         "--no-probes", "--json")
+    assert code == 2 and out["error"]["what"] == f"cannot read {state}", out
+
+
 class Killed(BaseException):
     """What a SIGKILL leaves behind, in-process: no except clause of ours runs."""
 
