@@ -197,6 +197,48 @@ def test_rollback_restores_a_file_deleted_after_the_kill(venv, tmp_path):
     assert core.read_text() == toy.PATCHED and r.changed == ["toyengine/core.py"]
 
 
+
+def _killed_run(venv, tmp_path) -> tuple[Path, Path, Path]:
+    """A toy install whose apply was killed after its renames: (patches, site, txn folder)."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "p")
+    actions.apply(toy.ENGINE, _opts(python, patches))  # a state file exists: the next run backs it up
+    inst = engines.find(toy.ENGINE, site=site)
+    with write.locked(inst), pytest.raises(Killed):
+        write.commit(inst, {"toyengine/core.py": toy.MODULE_V1.encode()}, {}, lambda rels: None,
+                     step=_killed_at("commit"))
+    return patches, site, site / write.DIRNAME / f"{toy.ENGINE}.txn"
+
+
+def test_a_forged_state_backup_stops_recovery_before_any_rename(venv, tmp_path):
+    """Every piece of the journal is checked before the first rename, the state file's backup too.
+    Survivors write._recover "state.orig" misspelt in the check (the forged file was then renamed
+    into place and refused only on the next read, after the engine files were rolled back)."""
+    patches, site, txn = _killed_run(venv, tmp_path)
+    core = site / "toyengine" / "core.py"
+    before = core.read_bytes()
+    (txn / "state.orig").write_text('{"engine": "toyengine", "families": {"x": {"files": {"../../etc": "x"}}}}')
+    code, out, err = cli("apply", "--engine", "all", "--python", str(venv[0]), "--patches", str(patches),
+                         "--no-probes", "--json")
+    assert code == 2 and str(txn / "state.orig") in out["error"]["what"], out
+    assert core.read_bytes() == before and (txn / "journal.json").exists()
+
+
+def test_a_symlinked_transaction_folder_is_one_line_error(venv, tmp_path):
+    """Survivor write._recover _own_dir(txn, None) (the error's hint then raised AttributeError)."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "p")
+    (site / write.DIRNAME).mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (site / write.DIRNAME / f"{toy.ENGINE}.txn").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    code, out, err = cli("apply", "--engine", "all", "--python", str(python), "--patches", str(patches),
+                         "--no-probes", "--json")
+    assert code == 2 and out["error"]["what"].endswith("is not a folder patcher made"), out
+    assert "only lock, journal, backups and state of toyengine live there" in out["error"]["hint"]
+
+
 # ------------------------------------------------------------------ probes.py
 
 PROBE_ROWS = """
@@ -335,3 +377,24 @@ def test_probe_interpreters_never_read_the_callers_stdin(venv, tmp_path):
         for fd in (saved, r, w):
             os.close(fd)
     assert got == ("passed", ""), got
+
+
+def test_a_backup_planted_as_a_symlink_is_refused_even_with_the_right_bytes(venv, tmp_path):
+    """Recovery renames a backup over the engine file: a symlink there would make the engine file
+    a symlink to whatever it points at. Survivor write._recover `is_symlink() and not is_file()`."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "p")
+    inst = engines.find(toy.ENGINE, site=site)
+    with write.locked(inst), pytest.raises(Killed):
+        write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, lambda rels: None,
+                     step=_killed_at("state"))
+    backup = site / write.DIRNAME / f"{toy.ENGINE}.txn" / "0.orig"
+    planted = tmp_path / "planted.py"
+    planted.write_bytes(backup.read_bytes())  # the right hash
+    backup.unlink()
+    backup.symlink_to(planted)
+    code, out, err = cli("apply", "--engine", "all", "--python", str(python), "--patches", str(patches),
+                         "--no-probes", "--json")
+    assert code == 2 and "its backup is missing or damaged" in out["error"]["what"], out
+    assert not (site / "toyengine" / "core.py").is_symlink()

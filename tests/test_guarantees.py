@@ -217,6 +217,9 @@ def test_torn_backup_is_refused_by_its_hash(venv, tmp_path, monkeypatch):
                          "--no-probes", "--json")
     assert code == 2
     assert out["error"]["what"] == "cannot roll back toyengine/core.py: its backup is missing or damaged"
+    assert out["error"]["found"] == str(txn)  # mutmut: found / hint dropped
+    assert out["error"]["hint"] == f"reinstall {toy.ENGINE} with pip --force-reinstall --no-deps, then delete that " \
+                                   "folder"
     assert core.read_text() == toy.PATCHED  # not replaced by the torn backup
     assert backup.read_bytes() == toy.MODULE_V1.encode()[:20]  # evidence kept for the user
 
