@@ -398,3 +398,40 @@ def test_a_backup_planted_as_a_symlink_is_refused_even_with_the_right_bytes(venv
                          "--no-probes", "--json")
     assert code == 2 and "its backup is missing or damaged" in out["error"]["what"], out
     assert not (site / "toyengine" / "core.py").is_symlink()
+
+
+def test_a_family_not_applied_runs_no_probes(venv, tmp_path):
+    """Probes run for applied (by variant) and upstream families only: a pending family's
+    "upstream" probe would fail on the pristine file. Survivor probes.selected `UPSTREAM or True`."""
+    python, site = venv
+    install(python, tmp_path)
+    report = actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p")))
+    (st,) = report.statuses
+    assert st.state.value == "pending" and st.probes == []
+
+
+REFUSED_FAMILY = """title = "refused first"
+why = "sorted before the toy fix"
+refs = ["toy/toy#3"]
+
+[[refused]]
+versions = "<2.0"
+reason = "not on toy 1.x"
+use = "2.0"
+evidence = [{ file = "toyengine/core.py", contains = ["def value"] }]
+"""
+
+
+def test_a_family_without_probes_to_run_does_not_stop_the_next_ones(venv, tmp_path):
+    """Survivor probes.selected `continue` -> `break` (a refused family listed first then hid
+    every later family's probes)."""
+    python, site = venv
+    install(python, tmp_path)
+    patches = family(tmp_path / "p")
+    first = patches / toy.ENGINE / "a-refused"
+    first.mkdir()
+    (first / "patch.toml").write_text(REFUSED_FAMILY)
+    report = actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches))
+    states = {st.family.id: (st.state.value, [p["status"] for p in st.probes]) for st in report.statuses}
+    assert [st.family.id for st in report.statuses][0] == f"{toy.ENGINE}/a-refused", states
+    assert states[f"{toy.ENGINE}/fix"] == ("applied", ["passed"]), states
