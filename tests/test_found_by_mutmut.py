@@ -368,14 +368,21 @@ def test_probe_interpreters_never_read_the_callers_stdin(venv, tmp_path):
     """An engine import that reads stdin must not hang on the caller's terminal or pipe.
     Survivors probes._interpreter stdin inherited (None / dropped): the probe then waits on the pipe."""
     r, w = os.pipe()
-    saved = os.dup(0)
+    try:
+        saved: int | None = os.dup(0)
+    except OSError:  # stdin closed (some CI runners)
+        saved = None
     os.dup2(r, 0)  # our stdin: a pipe nobody writes to or closes
     try:
         got = _one_probe(venv, tmp_path, "reads_stdin", timeout=20)
     finally:
-        os.dup2(saved, 0)
-        for fd in (saved, r, w):
-            os.close(fd)
+        if saved is None:
+            os.close(0)
+        else:
+            os.dup2(saved, 0)
+            os.close(saved)
+        os.close(r)
+        os.close(w)
     assert got == ("passed", ""), got
 
 
