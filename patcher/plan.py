@@ -124,7 +124,7 @@ def _from_files(family: Family, variant: Variant, files: Files, record: dict | N
         return Status(family, State.CONFLICT, f"partially applied: only {', '.join(done)} carry variant {variant.id}",
                       variant.id, hint="'patcher revert --only " + family.id + "' restores the published files",
                       files=states)
-    if _written_by_us(record, files):
+    if record is not None and _written_by_us(record, files):
         # Our own earlier diff (a previous patcher release), byte for byte: nobody edited anything,
         # and the backups of that run are gone, so a clean reinstall is the way back.
         return Status(family, State.CONFLICT, f"files hold variant {record.get('variant')} as an earlier patcher "
@@ -137,9 +137,9 @@ def _from_files(family: Family, variant: Variant, files: Files, record: dict | N
                        "and apply again", files=states)
 
 
-def _written_by_us(record: dict | None, files: Files) -> bool:
+def _written_by_us(record: dict, files: Files) -> bool:
     """Every file the family's state record lists still has the hash that apply wrote."""
-    written = (record or {}).get("files") or {}
+    written = record.get("files") or {}
     return bool(written) and all(files.sha(rel) == sha for rel, sha in written.items())
 
 
