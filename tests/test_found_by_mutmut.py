@@ -14,6 +14,7 @@ from patcher import actions, engines, write
 from patcher.errors import WriteError
 from tests import test_guarantees
 from tests.support import toy
+from tests.test_guarantees import _Killed as Killed
 from tests.test_guarantees import cli, family, install
 
 venv = test_guarantees.venv  # the toy engine's venv fixture, shared
@@ -154,15 +155,18 @@ def test_a_state_file_planted_as_a_symlink_is_not_read_through(venv, tmp_path):
     assert code == 2 and out["error"]["what"] == f"cannot read {state}", out
 
 
-class Killed(BaseException):
-    """What a SIGKILL leaves behind, in-process: no except clause of ours runs."""
-
-
 def _killed_at(prefix: str):
     def step(name: str) -> None:
         if name.startswith(prefix):
-            raise Killed(name)
+            raise Killed(name)  # what a SIGKILL leaves behind, in-process: no except clause of ours runs
     return step
+
+
+def _killed_apply(site: Path, at: str = "state") -> None:
+    """The toy fix written by a run killed before step ``at`` (journal and backups left behind)."""
+    inst = engines.find(toy.ENGINE, site=site)
+    with write.locked(inst), pytest.raises(Killed):
+        write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, lambda rels: None, step=_killed_at(at))
 
 
 def test_verify_reports_a_run_killed_mid_write_and_apply_rolls_it_back(venv, tmp_path):
@@ -170,10 +174,7 @@ def test_verify_reports_a_run_killed_mid_write_and_apply_rolls_it_back(venv, tmp
     python, site = venv
     install(python, tmp_path)
     opts = _opts(python, family(tmp_path / "p"))
-    inst = engines.find(toy.ENGINE, site=site)
-    with write.locked(inst), pytest.raises(Killed):
-        write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, lambda rels: None,
-                     step=_killed_at("state"))
+    _killed_apply(site)
     assert any(n.startswith("interrupted: a run was killed mid-write") for n in actions.verify(toy.ENGINE, opts).notes)
     r = actions.apply(toy.ENGINE, opts)
     assert any(n.startswith("rolled back an interrupted run") for n in r.notes), r.notes
@@ -186,10 +187,7 @@ def test_rollback_restores_a_file_deleted_after_the_kill(venv, tmp_path):
     python, site = venv
     install(python, tmp_path)
     opts = _opts(python, family(tmp_path / "p"))
-    inst = engines.find(toy.ENGINE, site=site)
-    with write.locked(inst), pytest.raises(Killed):
-        write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, lambda rels: None,
-                     step=_killed_at("state"))
+    _killed_apply(site)
     core = site / "toyengine" / "core.py"
     core.unlink()
     r = actions.apply(toy.ENGINE, opts)
@@ -392,10 +390,7 @@ def test_a_backup_planted_as_a_symlink_is_refused_even_with_the_right_bytes(venv
     python, site = venv
     install(python, tmp_path)
     patches = family(tmp_path / "p")
-    inst = engines.find(toy.ENGINE, site=site)
-    with write.locked(inst), pytest.raises(Killed):
-        write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, lambda rels: None,
-                     step=_killed_at("state"))
+    _killed_apply(site)
     backup = site / write.DIRNAME / f"{toy.ENGINE}.txn" / "0.orig"
     planted = tmp_path / "planted.py"
     planted.write_bytes(backup.read_bytes())  # the right hash
