@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from fractions import Fraction
 
 from packaging.version import Version
 
@@ -81,8 +82,7 @@ class Files:
 
 def _evidence(files: Files, entry: Upstream | Refused) -> str | None:
     for ev in entry.evidence:
-        text = files.text(ev.file) if ev.file in files.install.record else None
-        failed = ev.holds(text)
+        failed = ev.holds(files.text(ev.file))  # None for a file RECORD does not list
         if failed:
             return failed
     return None
@@ -191,11 +191,13 @@ def _bounds(variant: Variant) -> list[Version]:
     return [Version(s.version.rstrip(".*")) for s in variant.versions if s.version]
 
 
-def _distance(variant: Variant, version: Version) -> float:
-    bounds = _bounds(variant)
-    def num(v: Version) -> float:
-        return sum(p / 1000 ** i for i, p in enumerate(v.release))
-    return min((abs(num(b) - num(version)) for b in bounds), default=1e9)
+def _distance(variant: Variant, version: Version) -> Fraction:
+    """How far ``version`` is from the variant's nearest bound, each release component worth a
+    thousandth of the one before. Exact (Fraction): with floats, 1.3 was nearer to 1.2 than to
+    1.4, and the tie-break the manifests rely on (the newer range) never happened."""
+    def num(v: Version) -> Fraction:
+        return sum((Fraction(p, 1000 ** i) for i, p in enumerate(v.release)), Fraction(0))
+    return min((abs(num(b) - num(version)) for b in _bounds(variant)), default=Fraction(10 ** 9))
 
 
 def assess(install: Install, families: tuple[Family, ...], records: dict[str, dict]) -> list[Status]:
