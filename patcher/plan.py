@@ -179,12 +179,10 @@ def _unknown(family: Family, files: Files, version: Version, record: dict | None
 
 
 def _fitting_hunks(family: Family, variant: Variant, files: Files) -> int:
-    n = 0
-    for fp in family.patches[variant.id]:
-        lines = files.lines(fp.path)
-        if lines is not None:
-            n += sum(hunks.locate(lines, h.old, 0, 0, h.old_ends_without_newline) is not None for h in fp.hunks)
-    return n
+    """How many of the variant's hunks still find their old text somewhere in the file."""
+    return sum(hunks.locate(lines, h.old, 0, 0, h.old_ends_without_newline) is not None
+               for fp in family.patches[variant.id] if (lines := files.lines(fp.path)) is not None
+               for h in fp.hunks)
 
 
 def _bounds(variant: Variant) -> list[Version]:
@@ -196,8 +194,9 @@ def _distance(variant: Variant, version: Version) -> Fraction:
     thousandth of the one before. Exact (Fraction): with floats, 1.3 was nearer to 1.2 than to
     1.4, and the tie-break the manifests rely on (the newer range) never happened."""
     def num(v: Version) -> Fraction:
-        return sum((Fraction(p, 1000 ** i) for i, p in enumerate(v.release)), Fraction(0))
-    return min((abs(num(b) - num(version)) for b in _bounds(variant)), default=Fraction(10 ** 9))
+        return sum((Fraction(p, 1000 ** i) for i, p in enumerate(v.release)), Fraction())
+    # No bound (versions = ""): the variant covers every release, and no other can coexist with it.
+    return min((abs(num(b) - num(version)) for b in _bounds(variant)), default=Fraction())
 
 
 def assess(install: Install, families: tuple[Family, ...], records: dict[str, dict]) -> list[Status]:

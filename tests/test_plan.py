@@ -270,9 +270,23 @@ def _v1(tmp_path, files, records=None, diffs=V1, version="1.0", record_only=()):
 def test_every_state_of_a_declared_release_in_words(tmp_path, files, records, state, detail, hint):
     st = _v1(tmp_path, files, records)
     assert (st.state, st.variant, st.untested) == (state, "v1", False)
+    assert list(st.files) == [CORE] and st.files[CORE] is {
+        State.PENDING: FileState.PRISTINE, State.LOST: FileState.PRISTINE, State.APPLIED: FileState.APPLIED,
+        State.CONFLICT: FileState.NEITHER}[state]
     assert st.detail == detail
     assert st.hint == hint
     assert (st.warnings, st.edited, st.probes) == ([], [], [])
+
+
+@pytest.mark.parametrize("records", [None, _record("v1", "1.0")], ids=["never-applied", "applied-before-upgrade"])
+def test_an_untested_release_matching_a_pre_image_can_be_applied(tmp_path, records):
+    """Past the newest release, files matching v1's pre-image: unknown release, untested, with the
+    per-file states `apply --allow-untested` needs (actions applies only an untested status with
+    files), also when the state file says an earlier release had it applied."""
+    st = _v1(tmp_path, {CORE: PRISTINE}, records, version="3.0")
+    assert (st.state, st.variant, st.untested, st.files) == (State.UNKNOWN, "v1", True, {CORE: FileState.PRISTINE})
+    assert st.detail == "3.0 is not a tested release, but its files match variant v1's pre-image byte for byte"
+    assert st.hint == "'patcher apply --allow-untested' applies it"
 
 
 def test_a_partial_apply_is_a_conflict_naming_the_files_that_carry_it(tmp_path):
@@ -375,10 +389,14 @@ def test_compose_applies_every_file_of_a_variant(tmp_path):
     assert plan.compose([st], files) == {CORE: PATCHED.encode(), OTHER: b"x = 2\n"}
 
 
-def test_compose_undoes_a_partial_apply_only_where_it_landed(tmp_path):
+@pytest.mark.parametrize("first", [CORE, OTHER])
+def test_compose_undoes_a_partial_apply_only_where_it_landed(tmp_path, first):
     """Reverting a partial apply: the file that never got the variant is left out, not
-    'reverse-applied' into an error."""
-    st, files = _compose_case(tmp_path, {CORE: PATCHED, OTHER: "x = 1\n"})
+    'reverse-applied' into an error, and the files after it are still undone (the diff lists
+    either file first)."""
+    core, other = V1["v1.diff"], diff(OTHER, ["x = 1"], ["x = 2"])
+    diffs = {"v1.diff": core + other if first == CORE else other + core}
+    st, files = _compose_case(tmp_path, {CORE: PATCHED, OTHER: "x = 1\n"}, diffs)
     assert st.state is State.CONFLICT
     assert plan.compose([st], files, reverse=True) == {CORE: PRISTINE.encode()}
 
@@ -441,3 +459,4 @@ def test_files_reads_only_what_record_lists_and_each_file_once(tmp_path, monkeyp
     assert files.text(CORE) == PRISTINE and files.text(CORE) == PRISTINE
     assert files.sha(CORE) == sha256_record(PRISTINE.encode())
     assert reads == [CORE]
+
