@@ -199,6 +199,23 @@ def test_upstream_without_covers_says_only_since_and_ref(tmp_path):
     assert (st.state, st.detail, st.upstream_id) == (State.UPSTREAM, "fixed upstream since 2.0 (toy/toy#2)", "upstream")
 
 
+@pytest.mark.parametrize("files, failed", [
+    ({CORE: PRISTINE}, "toyengine/core.py lacks 'return 2'"),
+    ({}, "toyengine/core.py is missing (wanted it to contain 'return 2')"),
+], ids=["lacks", "missing"])
+def test_a_declared_upstream_release_without_the_fix_is_a_conflict(tmp_path, files, failed):
+    st = _toy(tmp_path, files, "2.0")
+    assert (st.state, st.variant) == (State.CONFLICT, None)
+    assert st.detail == f"2.0 should carry the upstream fix (toy/toy#2) but {failed}"
+    assert st.hint == "reinstall the engine; if it persists, file an issue"
+
+
+def test_a_refusal_whose_evidence_fails_still_refuses_and_says_so(tmp_path):
+    st = _toy(tmp_path, {CORE: PRISTINE}, "0.7")
+    assert (st.state, st.warnings) == (State.REFUSED, [
+        "the refusal's evidence does not hold here: toyengine/core.py contains 'def value'"])
+
+
 def test_a_refused_release_says_why_and_what_to_use(tmp_path):
     st = _toy(tmp_path, {CORE: "x = 1\n"}, "0.7")
     assert (st.state, st.detail, st.warnings) == (State.REFUSED, "no core module; use 1.0 or newer", [])
@@ -290,11 +307,13 @@ def test_an_untested_release_matching_a_pre_image_can_be_applied(tmp_path, recor
 
 
 def test_a_partial_apply_is_a_conflict_naming_the_files_that_carry_it(tmp_path):
-    st = _v1(tmp_path, {CORE: PATCHED, OTHER: "x = 1\n"}, diffs=TWO_FILES)
+    third = "toyengine/third.py"
+    diffs = {"v1.diff": TWO_FILES["v1.diff"] + diff(third, ["t = 1"], ["t = 2"])}
+    st = _v1(tmp_path, {CORE: PATCHED, OTHER: "x = 1\n", third: "t = 2\n"}, diffs=diffs)
     assert (st.state, st.variant) == (State.CONFLICT, "v1")
-    assert st.detail == "partially applied: only toyengine/core.py carry variant v1"
+    assert st.detail == "partially applied: only toyengine/core.py, toyengine/third.py carry variant v1"
     assert st.hint == "'patcher revert --only toyengine/fix' restores the published files"
-    assert st.files == {CORE: FileState.APPLIED, OTHER: FileState.PRISTINE}
+    assert st.files == {CORE: FileState.APPLIED, OTHER: FileState.PRISTINE, third: FileState.APPLIED}
 
 
 @pytest.mark.parametrize("record_only", [(), (OTHER,)], ids=["not-in-record", "in-record-but-deleted"])
