@@ -113,8 +113,8 @@ def _from_files(family: Family, variant: Variant, files: Files, record: dict | N
                       untested=untested, files=states)
     if kinds == {FileState.PRISTINE}:
         if record is not None:
-            return Status(family, State.LOST, f"was applied (variant {record.get('variant')} on "
-                          f"{record.get('version')}); the files are pristine again", variant.id,
+            return Status(family, State.LOST, f"was applied (variant {record['variant']} on "
+                          f"{record['version']}); the files are pristine again", variant.id,
                           hint="an upgrade or reinstall replaced them: run 'patcher apply' again",
                           untested=untested, files=states)
         return Status(family, State.PENDING, f"variant {variant.id} is not applied yet", variant.id,
@@ -127,8 +127,8 @@ def _from_files(family: Family, variant: Variant, files: Files, record: dict | N
     if record is not None and _written_by_us(record, files):
         # Our own earlier diff (a previous patcher release), byte for byte: nobody edited anything,
         # and the backups of that run are gone, so a clean reinstall is the way back.
-        return Status(family, State.CONFLICT, f"files hold variant {record.get('variant')} as an earlier patcher "
-                      f"release wrote it on {record.get('version')} (the state file's hashes match), and this "
+        return Status(family, State.CONFLICT, f"files hold variant {record['variant']} as an earlier patcher "
+                      f"release wrote it on {record['version']} (the state file's hashes match), and this "
                       f"patcher's variant {variant.id} differs from that diff: {first}", variant.id,
                       hint="our diff changed since; reinstall the engine (pip install --force-reinstall --no-deps) "
                            "and apply again", files=states)
@@ -139,7 +139,7 @@ def _from_files(family: Family, variant: Variant, files: Files, record: dict | N
 
 def _written_by_us(record: dict, files: Files) -> bool:
     """Every file the family's state record lists still has the hash that apply wrote."""
-    written = record.get("files") or {}
+    written = record["files"]
     return bool(written) and all(files.sha(rel) == sha for rel, sha in written.items())
 
 
@@ -200,6 +200,8 @@ def _distance(variant: Variant, version: Version) -> Fraction:
 
 
 def assess(install: Install, families: tuple[Family, ...], records: dict[str, dict]) -> list[Status]:
+    """``records``: the state file's families as bookkeeping.parse_state validated them (each has
+    "variant", "version" and "files"), {} without one."""
     files = Files(install)
     out = []
     for family in families:
@@ -222,8 +224,8 @@ def assess(install: Install, families: tuple[Family, ...], records: dict[str, di
                 st.warnings.append(f"the refusal's evidence does not hold here: {failed}")
         else:
             st = _older(family, files, install) or _unknown(family, files, install.version, record)
-        if st.state is State.APPLIED and record is not None and record.get("variant") == st.variant:
-            st.edited = [rel for rel, sha in sorted(record.get("files", {}).items()) if files.sha(rel) != sha]
+        if st.state is State.APPLIED and record is not None and record["variant"] == st.variant:
+            st.edited = [rel for rel, sha in sorted(record["files"].items()) if files.sha(rel) != sha]
         _preconditions(st, install)
         out.append(st)
     return out

@@ -479,3 +479,16 @@ def test_files_reads_only_what_record_lists_and_each_file_once(tmp_path, monkeyp
     assert files.sha(CORE) == sha256_record(PRISTINE.encode())
     assert reads == [CORE]
 
+
+
+def test_every_requirement_is_checked_after_one_that_is_met(tmp_path):
+    """Two requirements, the first met: the second still blocks (kills `break` for `continue`)."""
+    toml = _requires("warning").replace('severity = "warning"', 'severity = "blocked"') + """[[requires]]
+distribution = "otherdep"
+versions = ">=1.0"
+severity = "blocked"
+why = "toy needs otherdep"
+"""
+    inst = install(tmp_path, {CORE: PRISTINE}, others={"toy-dep": "2.0"})
+    st = one(inst, family(tmp_path, toml, V1, "0.5\n1.0\n2.0\n"))
+    assert (st.state, st.detail) == (State.BLOCKED, "toy needs otherdep: wanted otherdep>=1.0, found no otherdep")
