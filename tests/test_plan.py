@@ -18,6 +18,7 @@ from patcher.engines import Install, sha256_record
 from patcher.errors import PatcherError
 from patcher.hunks import FileState
 from patcher.plan import State
+from tests.support import toy
 
 ENGINE = "toyengine"
 CORE = "toyengine/core.py"
@@ -168,22 +169,10 @@ def test_an_untested_release_held_upstream_keeps_the_entrys_id(tmp_path):
 
 # ------------------------------------------------------------------ declared releases: upstream, refused, older
 
-TOY = """title = "toy fix"
-why = "value() must be 2"
-[[variant]]
-id = "v1"
-versions = ">=1.0,<2.0"
-[[upstream]]
-versions = ">=2.0,<3.0"
-since = "2.0"
-ref = "toy/toy#2"
-evidence = [{ file = "toyengine/core.py", contains = ["return 2"] }]
-[[refused]]
-versions = ">=0.5,<0.9"
-reason = "no core module"
-use = "1.0"
-evidence = [{ file = "toyengine/core.py", lacks = ["def value"] }]
-"""
+# The toy engine's family (tests/support/toy.py) with its refusal narrowed, so that a release
+# below it (0.3) is declared by nothing and judged as older by its files.
+TOY = toy.MANIFEST.replace('versions = "<1.0"', 'versions = ">=0.5,<0.9"')
+assert TOY != toy.MANIFEST
 V1 = {"v1.diff": diff(CORE, ["    return 1"], ["    return 2"], start=2)}
 PRISTINE = "def value():\n    return 1\n"
 PATCHED = "def value():\n    return 2\n"
