@@ -72,6 +72,7 @@ def remove(install: Install, rels: list[str]) -> int:
     return n
 
 
+COMPILE_TIMEOUT = 300  # seconds: a compile of a few engine modules takes well under one
 _COMPILE = """
 import json, py_compile, sys
 for src, opt, mode in json.loads(sys.argv[1]):
@@ -88,9 +89,12 @@ def recompile(install: Install, items: list[Compiled]) -> str | None:
         return None
     payload = json.dumps([[c.source, c.optimize, c.mode] for c in items])
     try:
-        subprocess.run([install.python, "-c", _COMPILE, payload], check=True, capture_output=True, timeout=300)
+        subprocess.run([install.python, "-c", _COMPILE, payload], check=True, capture_output=True,
+                       timeout=COMPILE_TIMEOUT)
     except subprocess.CalledProcessError as exc:
         return (exc.stderr.decode(errors="replace").strip().splitlines() or [f"exit {exc.returncode}"])[-1][:300]
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except subprocess.TimeoutExpired:  # its str() is the whole command line, payload included
+        return f"{install.python} did not finish compiling in {COMPILE_TIMEOUT} s"
+    except OSError as exc:
         return str(exc)[:300]
     return None

@@ -4,15 +4,17 @@ surviving mutants the test now kills. The run and its verdicts: benchmarks/MUTAT
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from patcher import actions, engines, write
+from patcher import actions, bytecode, engines, write
 from patcher.errors import WriteError
-from tests import test_guarantees
+from tests import test_guarantees, test_plan
 from tests.support import toy
 from tests.test_guarantees import _Killed as Killed
 from tests.test_guarantees import cli, family, install
@@ -437,3 +439,41 @@ def test_a_family_without_probes_to_run_does_not_stop_the_next_ones(venv, tmp_pa
     states = {st.family.id: (st.state.value, [p["status"] for p in st.probes]) for st in report.statuses}
     assert [st.family.id for st in report.statuses][0] == f"{toy.ENGINE}/a-refused", states
     assert states[f"{toy.ENGINE}/fix"] == ("applied", ["passed"]), states
+
+
+# ------------------------------------------------------------------ bytecode.recompile (mutmut run 4)
+
+def _fake_python(tmp_path: Path, body: str) -> engines.Install:
+    """An install whose interpreter is a shell script doing ``body``: recompile's failure paths."""
+    tmp_path.mkdir(exist_ok=True)
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\n" + body + "\n")
+    script.chmod(0o755)
+    inst = test_plan.install(tmp_path, {test_plan.CORE: "X = 1\n"})
+    return dataclasses.replace(inst, python=str(script))
+
+
+def _one_module(inst: engines.Install) -> list[bytecode.Compiled]:
+    return [bytecode.Compiled(str(inst.site / test_plan.CORE), 0, "TIMESTAMP")]
+
+
+def test_a_failed_rebuild_reports_the_interpreters_last_line_whatever_its_bytes(tmp_path):
+    """stderr is not always UTF-8 (a locale, a compiler message): the last line comes back with
+    the bad byte replaced, never a UnicodeDecodeError after the commit point.
+    Survivors bytecode.recompile errors="XXreplaceXX" / "REPLACE" (unknown handlers raise on the byte)."""
+    inst = _fake_python(tmp_path, r"printf 'first\nSyntaxError in caf\351.py\n' >&2; exit 3")
+    assert bytecode.recompile(inst, _one_module(inst)) == "SyntaxError in caf\ufffd.py"
+    quiet = _fake_python(tmp_path / "quiet", "exit 3")
+    assert bytecode.recompile(quiet, _one_module(quiet)) == "exit 3"
+
+
+def test_a_hanging_rebuild_is_stopped_and_reported(tmp_path, monkeypatch):
+    """An interpreter that never returns does not hang apply: the rebuild gives up after
+    COMPILE_TIMEOUT and says so (it used to print the first 300 characters of the command line,
+    which never reached the words "timed out"). Survivors bytecode.recompile timeout=None / dropped."""
+    monkeypatch.setattr(bytecode, "COMPILE_TIMEOUT", 0.5)
+    inst = _fake_python(tmp_path, "exec sleep 30")
+    started = time.monotonic()
+    failed = bytecode.recompile(inst, _one_module(inst))
+    assert failed == f"{inst.python} did not finish compiling in 0.5 s"
+    assert time.monotonic() - started < 10
