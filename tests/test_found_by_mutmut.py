@@ -441,7 +441,7 @@ def test_a_family_without_probes_to_run_does_not_stop_the_next_ones(venv, tmp_pa
     assert states[f"{toy.ENGINE}/fix"] == ("applied", ["passed"]), states
 
 
-# ------------------------------------------------------------------ bytecode.recompile (mutmut run 4)
+# ------------------------------------------------------------------ bytecode.recompile (benchmarks/MUTATION.md)
 
 def _fake_python(tmp_path: Path, body: str) -> engines.Install:
     """An install whose interpreter is a shell script doing ``body``: recompile's failure paths."""
