@@ -244,6 +244,10 @@ def _swap_engine(env: Path, engine: str, version: str, log=print) -> list[dict] 
     if state.exists() and state.read_text().strip() == want and _installed_version(env, engine) == version:
         return None
     state.unlink(missing_ok=True)
+    # A run killed mid-test (a CI timeout) leaves the previous release patched and its state file
+    # behind; the swap lays published files over it, so that state describes nothing here, and the
+    # next run's apply would stop on it (a file of the old release is not in the new RECORD).
+    shutil.rmtree(_site_packages(env) / ".kimi-patcher", ignore_errors=True)
     python = env / "bin" / "python"
     if engine == "vllm":
         # vLLM's compiled kernels never load beside the CPU torch and are pruned anyway:
