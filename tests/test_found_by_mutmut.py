@@ -465,6 +465,8 @@ def test_a_failed_rebuild_reports_the_interpreters_last_line_whatever_its_bytes(
     assert bytecode.recompile(inst, _one_module(inst)) == "SyntaxError in caf\ufffd.py"
     quiet = _fake_python(tmp_path / "quiet", "exit 3")
     assert bytecode.recompile(quiet, _one_module(quiet)) == "exit 3"
+    loud = _fake_python(tmp_path / "loud", "printf '%0400d\\n' 0 >&2; exit 3")  # one 400-character line
+    assert bytecode.recompile(loud, _one_module(loud)) == "0" * 300  # cut at 300 (survivor: [:301])
 
 
 def test_a_hanging_rebuild_is_stopped_and_reported(tmp_path, monkeypatch):
