@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engines import Install
+from .engines import Install, plain_rel
 from .errors import EngineError, WriteError
 
 HASH = re.compile(r"sha256=[A-Za-z0-9_-]{43}")
@@ -84,6 +84,16 @@ def _rel(install: Install, rel: object, field: str) -> str:
     return rel
 
 
+def _recorded(rel: object, field: str) -> str:
+    """A path the state file says apply wrote. It is compared by hash and never opened (plan.Files
+    reads only files the current RECORD lists), so it must be a plain relative path but need not be
+    in this RECORD: an upgrade or downgrade that dropped a file we had patched leaves just that, and
+    the truthful answer then is "lost", not "forged". Journal paths are acted on: those use _rel."""
+    _need(isinstance(rel, str) and plain_rel(rel), f"{field}: {_describe(rel)}")
+    assert isinstance(rel, str)
+    return rel
+
+
 def _hash(value: object, field: str) -> str:
     _need(isinstance(value, str) and HASH.fullmatch(value) is not None, f"{field}: {_describe(value)}")
     assert isinstance(value, str)
@@ -114,7 +124,7 @@ def parse_state(raw: bytes, where: Path, install: Install) -> dict[str, dict]:
             files = rec.get("files")
             _need(isinstance(files, dict), f"families.{fid}.files: {_describe(files)}")
             for rel, digest in files.items():
-                _rel(install, rel, f"families.{fid}.files")
+                _recorded(rel, f"families.{fid}.files")
                 _hash(digest, f"families.{fid}.files.{rel}")
     except _Shape as exc:
         raise WriteError(f"our state file {where} is not one patcher wrote", wanted=STATE_SHAPE, found=str(exc),

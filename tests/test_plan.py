@@ -481,3 +481,27 @@ why = "toy needs otherdep"
     inst = install(tmp_path, {CORE: PRISTINE}, others={"toy-dep": "2.0"})
     st = one(inst, family(tmp_path, toml, V1, "0.5\n1.0\n2.0\n"))
     assert (st.state, st.detail) == (State.BLOCKED, "toy needs otherdep: wanted otherdep>=1.0, found no otherdep")
+
+
+# ------------------------------------------------------------------ a state file from before an upgrade
+
+def test_a_state_file_naming_a_file_the_new_release_dropped_reads_as_lost(tmp_path):
+    """Patched on a release that had toyengine/gone.py, then `pip install --no-deps` of one without
+    it (seen for real: SGLang 0.5.12+'s kimi_k25_eagle3.py after a downgrade to 0.5.10.post1): the
+    state file is ours and says so; the family is lost, not 'a state file patcher did not write'.
+    A path that could climb out is still refused."""
+    import json
+
+    from patcher import bookkeeping
+    from patcher.errors import WriteError
+
+    inst = install(tmp_path, {CORE: PRISTINE})
+    digest = sha256_record(b"x")
+    doc = {"engine": ENGINE, "version": "1.1", "families": {"toyengine/fix": {
+        "variant": "v1", "version": "1.1", "files": {CORE: digest, "toyengine/gone.py": digest}}}}
+    records = bookkeeping.parse_state(json.dumps(doc).encode(), tmp_path / "toyengine.json", inst)
+    st = one(inst, family(tmp_path, TOY, V1, "0.5\n1.0\n2.0\n"), records)
+    assert (st.state, st.detail) == (State.LOST, "was applied (variant v1 on 1.1); the files are pristine again")
+    doc["families"]["toyengine/fix"]["files"] = {"../evil.py": digest}
+    with pytest.raises(WriteError, match="is not one patcher wrote"):
+        bookkeeping.parse_state(json.dumps(doc).encode(), tmp_path / "toyengine.json", inst)
