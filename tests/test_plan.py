@@ -8,14 +8,15 @@ mutmut run on plan.py (issue 13); each test's docstring names what it holds.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from packaging.version import Version
 
-from patcher import manifest, plan
+from patcher import bookkeeping, manifest, plan
 from patcher.engines import Install, sha256_record
-from patcher.errors import PatcherError
+from patcher.errors import PatcherError, WriteError
 from patcher.hunks import FileState
 from patcher.plan import State
 from tests.support import toy
@@ -490,11 +491,6 @@ def test_a_state_file_naming_a_file_the_new_release_dropped_reads_as_lost(tmp_pa
     it (seen for real: SGLang 0.5.12+'s kimi_k25_eagle3.py after a downgrade to 0.5.10.post1): the
     state file is ours and says so; the family is lost, not 'a state file patcher did not write'.
     A path that could climb out is still refused."""
-    import json
-
-    from patcher import bookkeeping
-    from patcher.errors import WriteError
-
     inst = install(tmp_path, {CORE: PRISTINE})
     digest = sha256_record(b"x")
     doc = {"engine": ENGINE, "version": "1.1", "families": {"toyengine/fix": {
