@@ -244,9 +244,9 @@ def _swap_engine(env: Path, engine: str, version: str, log=print) -> list[dict] 
     if state.exists() and state.read_text().strip() == want and _installed_version(env, engine) == version:
         return None
     state.unlink(missing_ok=True)
-    # A run killed mid-test (a CI timeout) leaves the previous release patched and its state file
-    # behind; the swap lays published files over it, so that state describes nothing here, and the
-    # next run's apply would stop on it (a file of the old release is not in the new RECORD).
+    # A run killed mid-test (a CI timeout) leaves the previous release's bookkeeping behind. The
+    # swap lays published files over it, so it describes nothing here; a stale state file would
+    # only read as "lost", but a journal names files of the old RECORD and stops the next apply.
     shutil.rmtree(_site_packages(env) / ".kimi-patcher", ignore_errors=True)
     python = env / "bin" / "python"
     if engine == "vllm":
