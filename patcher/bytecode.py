@@ -30,14 +30,14 @@ class Compiled:
 
 def cached_files(install: Install, rel: str) -> list[Path]:
     src = install.site / rel
-    stem = src.stem
+    stem = src.stem  # a module name: no glob metacharacters
     dirs = [src.parent / "__pycache__"]
     if install.pycache_prefix:
         dirs.append(Path(install.pycache_prefix) / str(src.parent.resolve()).lstrip("/"))
     out: list[Path] = []
     for d in dirs:
         if d.is_dir():
-            out.extend(p for p in d.glob(f"{stem}.*.pyc") if p.name.split(".")[0] == stem)
+            out.extend(d.glob(f"{stem}.*.pyc"))  # the dot is literal: never coremore.*.pyc
     legacy = src.with_suffix(".pyc")  # sourceless-style pyc beside the source wins over it
     if legacy.exists():
         out.append(legacy)
@@ -63,13 +63,10 @@ def shipped(install: Install, rels: list[str]) -> list[Compiled]:
     return out
 
 
-def remove(install: Install, rels: list[str]) -> int:
-    n = 0
+def remove(install: Install, rels: list[str]) -> None:
     for rel in rels:
         for pyc in cached_files(install, rel):
-            pyc.unlink(missing_ok=True)
-            n += 1
-    return n
+            pyc.unlink(missing_ok=True)  # another interpreter importing the engine may beat us to it
 
 
 COMPILE_TIMEOUT = 300  # seconds: a compile of a few engine modules takes well under one

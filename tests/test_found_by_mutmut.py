@@ -479,3 +479,80 @@ def test_a_hanging_rebuild_is_stopped_and_reported(tmp_path, monkeypatch):
     failed = bytecode.recompile(inst, _one_module(inst))
     assert failed == f"{inst.python} did not finish compiling in 0.5 s"
     assert time.monotonic() - started < 10
+
+
+# ------------------------------------------------------------------ bytecode.cached_files/shipped/remove, in a folder
+
+TAG = "cpython-311"
+
+
+def _pyc(path: Path, flags: int) -> Path:
+    """A pyc header: magic, the PEP 552 flags word, then 8 bytes that are not zero (a hash or
+    mtime+size), so a read of the wrong bytes cannot pass for the flags."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x00\x00\r\n" + flags.to_bytes(4, "little") + b"\xff" * 8)
+    return path
+
+
+def _folder_install(tmp_path: Path, cache_tag: str | None = TAG) -> engines.Install:
+    inst = test_plan.install(tmp_path, {test_plan.CORE: "X = 1\n", "toyengine/coremore.py": "Y = 1\n"})
+    return dataclasses.replace(inst, cache_tag=cache_tag)
+
+
+def test_cached_files_are_the_modules_pycs_of_every_tag_and_its_legacy_pyc(tmp_path):
+    """Every tag and level of this module, the legacy pyc beside it; never another module's,
+    even one whose name starts with this one's. Fast twin of test_guarantees' venv test."""
+    inst = _folder_install(tmp_path)
+    cache = inst.site / "toyengine" / "__pycache__"
+    ours = {_pyc(cache / f"core.{TAG}.pyc", 0), _pyc(cache / "core.cpython-399.opt-2.pyc", 0),
+            _pyc(inst.site / "toyengine" / "core.pyc", 0)}
+    _pyc(cache / f"coremore.{TAG}.pyc", 0)
+    _pyc(cache / f"core_x.{TAG}.pyc", 0)
+    assert sorted(bytecode.cached_files(inst, test_plan.CORE)) == sorted(ours)
+    assert bytecode.cached_files(inst, "toyengine/absent.py") == []
+
+
+def test_shipped_reads_level_and_mode_of_this_interpreters_pycs_only(tmp_path):
+    """Level from the name (none, opt-1, opt-2), mode from the flags word (0/1/3, anything else
+    timestamp); other tags and the legacy pyc are removed, never rebuilt. A pyc that cannot be read
+    is skipped and the scan goes on."""
+    inst = _folder_install(tmp_path)
+    cache = inst.site / "toyengine" / "__pycache__"
+    _pyc(cache / f"core.{TAG}.pyc", 1)
+    _pyc(cache / f"core.{TAG}.opt-1.pyc", 3)
+    _pyc(cache / f"core.{TAG}.opt-2.pyc", 0)
+    _pyc(cache / "core.cpython-399.pyc", 1)
+    _pyc(inst.site / "toyengine" / "core.pyc", 1)
+    _pyc(cache / f"coremore.{TAG}.pyc", 2)  # damaged flags word
+    src, more = str(inst.site / test_plan.CORE), str(inst.site / "toyengine/coremore.py")
+    got = bytecode.shipped(inst, [test_plan.CORE, "toyengine/coremore.py"])
+    assert sorted(got, key=lambda c: (c.source, c.optimize)) == [
+        bytecode.Compiled(src, 0, "UNCHECKED_HASH"), bytecode.Compiled(src, 1, "CHECKED_HASH"),
+        bytecode.Compiled(src, 2, "TIMESTAMP"), bytecode.Compiled(more, 0, "TIMESTAMP")]
+    assert bytecode.shipped(_folder_install(tmp_path / "no-python", cache_tag=None), [test_plan.CORE]) == []
+
+
+def test_shipped_skips_an_unreadable_pyc_and_reads_the_next(tmp_path, monkeypatch):
+    inst = _folder_install(tmp_path)
+    cache = inst.site / "toyengine" / "__pycache__"
+    unreadable = cache / f"core.{TAG}.opt-1.pyc"
+    unreadable.mkdir(parents=True)  # read_bytes() raises IsADirectoryError
+    good = _pyc(cache / f"core.{TAG}.pyc", 1)
+    monkeypatch.setattr(bytecode, "cached_files", lambda install, rel: [unreadable, good])
+    assert bytecode.shipped(inst, [test_plan.CORE]) == [
+        bytecode.Compiled(str(inst.site / test_plan.CORE), 0, "UNCHECKED_HASH")]
+
+
+def test_remove_deletes_every_cached_pyc_and_a_vanished_one_is_no_error(tmp_path, monkeypatch):
+    """Another process importing the engine may delete or rewrite a pyc between our listing and
+    our unlink: that is not an error, and the rest still go."""
+    inst = _folder_install(tmp_path)
+    cache = inst.site / "toyengine" / "__pycache__"
+    pycs = [_pyc(cache / f"core.{TAG}.pyc", 0), _pyc(cache / "core.cpython-399.pyc", 0),
+            _pyc(cache / f"coremore.{TAG}.pyc", 0)]
+    bytecode.remove(inst, [test_plan.CORE, "toyengine/coremore.py"])
+    assert not any(p.exists() for p in pycs)
+    gone, left = cache / f"core.{TAG}.opt-1.pyc", _pyc(cache / f"core.{TAG}.pyc", 0)
+    monkeypatch.setattr(bytecode, "cached_files", lambda install, rel: [gone, left])
+    bytecode.remove(inst, [test_plan.CORE])
+    assert not left.exists()
