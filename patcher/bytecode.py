@@ -11,6 +11,7 @@ keeps start-up fast).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,10 @@ def cached_files(install: Install, rel: str) -> list[Path]:
     stem = src.stem  # a module name: no glob metacharacters
     dirs = [src.parent / "__pycache__"]
     if install.pycache_prefix:
-        dirs.append(Path(install.pycache_prefix) / str(src.parent.resolve()).lstrip("/"))
+        # CPython mirrors the path it imported from, symlinks and all (cache_from_source does not
+        # resolve); another process may import the same file through its real path.
+        for parent in dict.fromkeys((os.path.abspath(src.parent), os.path.realpath(src.parent))):
+            dirs.append(Path(install.pycache_prefix) / parent.lstrip("/"))
     out: list[Path] = []
     for d in dirs:
         if d.is_dir():

@@ -556,3 +556,21 @@ def test_remove_deletes_every_cached_pyc_and_a_vanished_one_is_no_error(tmp_path
     monkeypatch.setattr(bytecode, "cached_files", lambda install, rel: [gone, left])
     bytecode.remove(inst, [test_plan.CORE])
     assert not left.exists()
+
+
+def test_cached_files_under_the_prefix_mirror_the_imported_path_and_the_real_one(tmp_path):
+    """CPython writes under sys.pycache_prefix the path it imported from, not resolved
+    (importlib's cache_from_source); a process that imports through the real path writes there.
+    Both go. Before: only the resolved mirror (test_scenarios' symlinked-venv case left the
+    stale unchecked-hash pyc in place and the engine ran the old code). Mutmut survivor
+    cached_files lstrip("XX/XX") is equivalent: after the root slash no path here starts with X."""
+    real = _folder_install(tmp_path / "real")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    prefix = tmp_path / "prefix"
+    inst = dataclasses.replace(real, site=tmp_path / "link" / "site", pycache_prefix=str(prefix))
+    pkg = inst.site / "toyengine"
+    mirrors = [prefix / str(pkg).lstrip("/"), prefix / str(pkg.resolve()).lstrip("/")]
+    assert mirrors[0] != mirrors[1]
+    pycs = [_pyc(m / f"core.{TAG}.pyc", 1) for m in mirrors]
+    assert sorted(bytecode.cached_files(inst, test_plan.CORE)) == sorted(pycs)
+    assert sorted(bytecode.cached_files(real, test_plan.CORE)) == []  # no prefix: none of those

@@ -176,11 +176,17 @@ def test_unchecked_hash_pycs_are_rebuilt_in_the_same_mode(env):
     assert pyc.exists() and int.from_bytes(pyc.read_bytes()[4:8], "little") == 1
 
 
-def test_pycache_prefix_bytecode_is_removed(tmp_path, monkeypatch):
+@pytest.mark.parametrize("through_symlink", [False, True])
+def test_pycache_prefix_bytecode_is_removed(tmp_path, monkeypatch, through_symlink):
     """Bytecode under sys.pycache_prefix goes too. Installed with --no-compile, so no pyc beside
     the source exists whose rebuild (which follows the prefix) could refresh the stale one:
-    only removing it under the prefix makes the test pass."""
+    only removing it under the prefix makes the test pass. Through a symlinked venv, CPython
+    mirrors the path it imports from, symlink and all (importlib's cache_from_source does not
+    resolve): bytecode.cached_files used to look only under the resolved path and missed it."""
     python = toy.make_venv(tmp_path / "venv")
+    if through_symlink:
+        (tmp_path / "link").symlink_to(tmp_path / "venv")
+        python = tmp_path / "link" / "bin" / "python"
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     toy.pip_install(python, toy.build_wheel(wheels, "1.0"), "--no-compile")
