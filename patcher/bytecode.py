@@ -64,7 +64,7 @@ def shipped(install: Install, rels: list[str]) -> list[Compiled]:
             except OSError:
                 continue
             out.append(Compiled(str(install.site / rel), opt, _MODES.get(flags, "TIMESTAMP")))
-    return out
+    return list(dict.fromkeys(out))  # the same pyc under both prefix mirrors is rebuilt once
 
 
 def remove(install: Install, rels: list[str]) -> None:

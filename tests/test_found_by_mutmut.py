@@ -574,3 +574,6 @@ def test_cached_files_under_the_prefix_mirror_the_imported_path_and_the_real_one
     pycs = [_pyc(m / f"core.{TAG}.pyc", 1) for m in mirrors]
     assert sorted(bytecode.cached_files(inst, test_plan.CORE)) == sorted(pycs)
     assert sorted(bytecode.cached_files(real, test_plan.CORE)) == []  # no prefix: none of those
+    # one rebuild for the two: py_compile writes a single place, the mirror Python imports from
+    assert bytecode.shipped(inst, [test_plan.CORE]) == [
+        bytecode.Compiled(str(inst.site / test_plan.CORE), 0, "UNCHECKED_HASH")]
