@@ -110,6 +110,9 @@ class Family:
     refused: tuple[Refused, ...]
     requires: tuple[Requirement, ...]
     probes: tuple[Probe, ...]
+    # Variants whose every hunk CI's full tier proves caught by a probe (patcher.maintainer.mutation);
+    # the maintainer's run proves every variant.
+    mutation_sample: tuple[str, ...] = ()
     newest: Version | None = None  # newest release in releases.txt: beyond it, content decides
     oldest: Version | None = None  # oldest release in releases.txt: below it, only refusals by content
 
@@ -274,8 +277,11 @@ def load(folder: Path) -> Family:
     family = Family(engine, name, folder, top.get("title", str), top.get("why", str),
                     top.strings("refs", []), top.get("default", bool, True), tuple(variants),
                     tuple(upstream), tuple(refused), tuple(requires), tuple(probes),
-                    *reversed(_covered(folder.parent)))
+                    top.strings("mutation_sample", ()), *reversed(_covered(folder.parent)))
     top.done()
+    stray = [s for s in family.mutation_sample if s not in ids]
+    if stray:
+        raise ManifestError(f"{where}: field 'mutation_sample' names {stray[0]!r}", wanted=f"one of {sorted(ids)}")
     if len(ids) != len(variants):
         raise ManifestError(f"{where}: two variants share an id")
     _check_overlaps(family, where)

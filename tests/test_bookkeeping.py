@@ -202,6 +202,8 @@ def test_planted_symlink_at_a_temporary_name_is_not_followed(box):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from tests.support.tiers import examples  # noqa: E402
+
 FAMILY = "sglang/eagle3-drafter-keys"
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
                     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=12), kids, max_size=4),
@@ -276,7 +278,7 @@ def _record(site: Path) -> dict[str, str]:
 def test_hostile_bookkeeping_never_tracebacks_nor_writes_outside_record(starts, tmp_path_factory, which):
     record = _record(starts["pristine"])
 
-    @settings(max_examples=40, deadline=None, database=None,
+    @settings(max_examples=examples(40), deadline=None, database=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(start=st.sampled_from(["pristine", "applied"]), how=HOSTILE)
     def one(start, how):

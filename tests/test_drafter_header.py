@@ -16,6 +16,7 @@ from safetensors.numpy import save_file
 from patcher.drafter.errors import DrafterInputError
 from patcher.drafter.key_names import DECODER_PARTS, DecoderKey, decoder_key, rename
 from patcher.drafter.safetensors_header import MAX_HEADER_BYTES, TensorInfo, encode_header, read_header
+from tests.support.tiers import examples
 
 
 def _sample(path: Path) -> dict[str, np.ndarray]:
@@ -167,7 +168,7 @@ def test_file_shorter_than_the_length_field(tmp_path: Path) -> None:
     assert _error(path).what == f"{path}: file too short for a safetensors header"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_damage_is_rejected_cleanly_or_read_consistently(tmp_path: Path, data: st.DataObject) -> None:
     path = tmp_path / "fuzz.safetensors"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from patcher import matrix
 from patcher.__main__ import main
 from patcher.drafter import facts
 from patcher.drafter.cli import still_wrong
@@ -62,6 +63,7 @@ def findings(out: str) -> dict[str, dict]:
 
 # --- what `patcher verify` says, on the real published files -------------------------------
 
+@pytest.mark.wheels
 def test_kimi_k2_on_vllm_0_10_2_is_refused_with_the_release_to_use(tmp_path: Path) -> None:
     drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
     code, out, err = cli("drafter", "check", str(drafter), "--target", str(k2_target(tmp_path)),
@@ -74,6 +76,7 @@ def test_kimi_k2_on_vllm_0_10_2_is_refused_with_the_release_to_use(tmp_path: Pat
     assert json.loads(out)["engine"]["source"] == "installed"
 
 
+@pytest.mark.wheels
 def test_kimi_k2_on_sglang_0_5_4_has_no_deepseek_capture(tmp_path: Path) -> None:
     drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
     code, out, _ = cli("drafter", "check", str(drafter), "--target", str(k2_target(tmp_path)),
@@ -85,6 +88,7 @@ def test_kimi_k2_on_sglang_0_5_4_has_no_deepseek_capture(tmp_path: Path) -> None
                                    "hidden-state capture at all")
 
 
+@pytest.mark.wheels
 def test_kimi_k25_on_sglang_without_kimi_k25_is_a_problem(tmp_path: Path) -> None:
     drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
     code, out, _ = cli("drafter", "check", str(drafter), "--target", str(make_target(tmp_path)),
@@ -98,6 +102,7 @@ def test_kimi_k25_on_sglang_without_kimi_k25_is_a_problem(tmp_path: Path) -> Non
         "hint": "use sglang 0.5.9 or newer"}
 
 
+@pytest.mark.wheels
 def test_site_of_another_environment_after_apply_is_clean(tmp_path: Path) -> None:
     """The README's two-environment setup: the engine lives elsewhere, patched with `apply`."""
     site = tmp_path / "site"
@@ -112,6 +117,7 @@ def test_site_of_another_environment_after_apply_is_clean(tmp_path: Path) -> Non
     assert "  ok       aux.capture: sglang 0.5.10 captures [2, 30, 58] in eager and graph mode" in out
 
 
+@pytest.mark.wheels
 def test_lost_and_conflict_are_problems_as_verify_says(tmp_path: Path) -> None:
     site, rel = tmp_path / "site", "sglang/srt/models/llama_eagle3.py"
     shutil.copytree(wheels.tree("sglang", "0.5.9"), site)
@@ -129,6 +135,7 @@ def test_lost_and_conflict_are_problems_as_verify_says(tmp_path: Path) -> None:
     assert f["hint"].startswith("someone edited them")
 
 
+@pytest.mark.wheels
 def test_hints_name_the_environment_given_by_site(tmp_path: Path) -> None:
     tree = wheels.tree("sglang", "0.5.9")
     drafter = make_drafter(tmp_path, config=speculators_config(aux=None))
@@ -150,6 +157,7 @@ def test_python_without_the_engine_is_an_error(tmp_path: Path) -> None:
                                     f"  found:  none (python: {sys.executable})"]
 
 
+@pytest.mark.wheels
 def test_python_of_a_second_environment(tmp_path: Path) -> None:
     """The README's two virtualenvs: the engine is only in the second, found through its python."""
     import subprocess
@@ -345,6 +353,7 @@ def test_vllm_takes_speculative_config_with_an_underscore(tmp_path: Path) -> Non
     assert "flags.algorithm" in {x["code"] for x in doc["findings"]}
 
 
+@pytest.mark.wheels
 def test_no_finding_prints_none(tmp_path: Path) -> None:
     config = eagle3_config()
     del config["hidden_size"]
@@ -360,12 +369,13 @@ def test_no_finding_prints_none(tmp_path: Path) -> None:
     assert code == 1 and "None" not in out and "found:  (not set)" in out
 
 
-# --- the two tables in facts.py, proven on every cached release ---------------------------
+# --- the tables in facts.py, proven on every covered release ---------------------------
 
 def _trees(engine: str) -> list[tuple[Version, Path]]:
-    found = [(Version(p.name.split("-", 1)[1]), p) for p in wheels.TREES.glob(f"{engine}-*")
-             if (p / ".complete").exists()]
-    return sorted(t for t in found if t[0] >= Version(wheels.WINDOW[engine]))
+    """Every covered release's tree (fetched when missing): a table proven on no release proves nothing."""
+    trees = [(Version(v), wheels.tree(engine, v)) for v in matrix.releases(engine)]
+    assert len(trees) > 10, f"{engine}: only {len(trees)} releases covered"
+    return trees
 
 
 def _registers(engine: str, tree: Path, arch: str) -> bool:
@@ -376,15 +386,15 @@ def _registers(engine: str, tree: Path, arch: str) -> bool:
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.wheels
 def test_registered_since_matches_every_release(engine: str) -> None:
-    trees = _trees(engine)
-    assert len(trees) > 10
-    for version, tree in trees:
+    for version, tree in _trees(engine):
         release = from_version(engine, version)
         for arch in facts.REGISTERED_SINCE[engine]:
             assert facts.registers(release, arch) == _registers(engine, tree, arch), (version, arch)
 
 
+@pytest.mark.wheels
 def test_sglang_aux_rule_matches_every_release() -> None:
     for version, tree in _trees("sglang"):
         models = (tree / "sglang/srt/models/deepseek_v2.py").read_text()
@@ -398,6 +408,7 @@ def test_sglang_aux_rule_matches_every_release() -> None:
         assert facts.shift_rule(from_version("sglang", version)) == (recall, shift), version
 
 
+@pytest.mark.wheels
 def test_sglang_native_layers0_matches_every_release() -> None:
     # facts.SGLANG_MAPS_LAYERS0: from that release the Llama drafter maps layers.0.* itself.
     for version, tree in _trees("sglang"):

@@ -11,7 +11,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -371,8 +370,7 @@ def test_default_docker_path_patches_the_running_interpreters_engine(tmp_path, m
     defaulting to another interpreter than sys.executable."""
     _as_engine(monkeypatch, "sglang")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
-    python = venv / "bin" / "python"
+    python = toy.make_venv_seeing_ours(venv)
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     toy.pip_install(python, toy.build_wheel(wheels, "1.0"))
@@ -400,8 +398,7 @@ def test_detect_reports_the_installed_engine_and_its_key_family_state(tmp_path, 
     engine up in another interpreter."""
     _as_engine(monkeypatch, "sglang")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
-    python = venv / "bin" / "python"
+    python = toy.make_venv_seeing_ours(venv)
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     (fam,) = [f for f in manifest.load_all(manifest.PATCHES, ("sglang",)) if f.name == "k25-aux-capture"]

@@ -14,6 +14,7 @@ from patcher import hunks
 from patcher.errors import DiffError, HunkFailed
 from patcher.hunks import FileState
 from tests.support import tools
+from tests.support.tiers import examples
 
 
 def make_diff(old: str, new: str, path: str = "pkg/m.py", n: int = 3) -> str:
@@ -112,7 +113,7 @@ def file_pairs(draw):
     return as_text(old, eol_old), as_text(new, eol_new)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(file_pairs())
 def test_roundtrip_property(pair):
     old, new = pair
@@ -142,7 +143,7 @@ def gnu_patch() -> str:
     return GNU_PATCH
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(file_pairs(), st.integers(0, 3))
 def test_gnu_patch_oracle_agrees(gnu_patch, tmp_path_factory, pair, pad):
     """Same diff, same (shifted) file: GNU patch with fuzz 0 and we give the same bytes."""

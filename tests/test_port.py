@@ -112,6 +112,7 @@ def _sizes(text: str) -> dict:
     return out
 
 
+@pytest.mark.full
 @pytest.mark.wheels
 @pytest.mark.cpuenv
 def test_port_vllm_0_27_0_from_d4_alone_gives_sm120_d5s_sizes(tmp_path):
@@ -160,6 +161,7 @@ def _republish(engine: str, base: str, new: str, dest: Path, edit: tuple[str, st
     return site
 
 
+@pytest.mark.full
 @pytest.mark.wheels
 @pytest.mark.cpuenv
 def test_port_derives_and_proves_a_release_newer_than_releases_txt(tmp_path):

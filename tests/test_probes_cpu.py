@@ -19,6 +19,7 @@ from patcher import manifest, matrix
 from patcher.__main__ import main
 from patcher.maintainer import cpu_env
 from tests.support.probe_ids import expected
+from tests.support.tiers import SAMPLE, release_param
 
 # Covered releases no CPU env line reaches (patcher/maintainer/cpu_envs/NOTES.md): declared here,
 # so a release silently falling out of the real-import proof fails test_every_probed_entry_is_covered.
@@ -61,7 +62,8 @@ def _cover(engine: str) -> list[str]:
     return sorted(chosen, key=Version)
 
 
-CASES = [(e, v) for e in manifest.ENGINES for v in _cover(e)]
+# The cover in the full tier; the default tier's sample (newest of each env line) always.
+CASES = sorted({(e, v) for e in manifest.ENGINES for v in _cover(e)} | SAMPLE, key=lambda ev: (ev[0], Version(ev[1])))
 
 
 @pytest.mark.parametrize("engine", manifest.ENGINES)
@@ -84,7 +86,7 @@ def cli(*argv: str) -> tuple[int, dict, str]:
 
 
 @pytest.mark.cpuenv
-@pytest.mark.parametrize("engine,version", CASES, ids=[f"{e}-{v}" for e, v in CASES])
+@pytest.mark.parametrize("engine,version", [release_param(e, v) for e, v in CASES])
 def test_probes_pass_on_real_import(engine, version):
     with cpu_env.using(engine, version) as env:
         _apply_probe_revert(engine, version, str(env))

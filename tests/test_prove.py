@@ -30,6 +30,7 @@ def test_readme_main_command_parses():
     assert (ns.engine, ns.version) == ("sglang", "0.5.9")
 
 
+@pytest.mark.full
 @pytest.mark.cpuenv
 def test_readme_main_command_ends_in_passing_probes():
     ns = prove.parser().parse_args(readme_main_command())

@@ -44,6 +44,7 @@ def record_mismatches(engine: str, python: str) -> list[str]:
     return bad
 
 
+@pytest.mark.full
 @pytest.mark.wheels
 def test_apply_verify_revert_on_a_published_release(engine_python):
     engine, python = engine_python

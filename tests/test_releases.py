@@ -17,6 +17,7 @@ from patcher.maintainer import wheels
 from patcher.maintainer.prove_variant import scratch_site
 from patcher.manifest import Refused, Upstream, Variant
 from patcher.plan import State, assess
+from tests.support.tiers import release_param
 
 RELEASES = [(e, v) for e in manifest.ENGINES for v in matrix.releases(e)]
 
@@ -101,7 +102,7 @@ EXPECTED: dict[tuple[str, str], tuple[str, ...]] = {
 
 
 @pytest.mark.wheels
-@pytest.mark.parametrize("engine,version", RELEASES, ids=[f"{e}-{v}" for e, v in RELEASES])
+@pytest.mark.parametrize("engine,version", [release_param(e, v) for e, v in RELEASES])
 def test_release(engine, version, tmp_path):
     tree = wheels.tree(engine, version)
     install = engines.find(engine, site=tree)

@@ -111,6 +111,18 @@ def make_venv(path: Path) -> Path:
     return path / "bin" / "python"
 
 
+def make_venv_seeing_ours(path: Path) -> Path:
+    """A venv that also sees the packages of the interpreter running the tests (patcher's own
+    dependencies). ``--system-site-packages`` would not do it from inside a virtualenv: it reaches
+    the *base* interpreter's site-packages, where a PEP 668 system python has none of them."""
+    python = make_venv(path)
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    ours = [p for p in sys.path if p.endswith("site-packages")]
+    (Path(purelib) / "zz-test-parent.pth").write_text("".join(f"{p}\n" for p in ours))
+    return python
+
+
 def pip_install(python: Path, wheel: Path, *extra: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
                     "--no-deps", "--no-index", *extra, str(wheel)], check=True,

@@ -5,7 +5,7 @@ drive the real methods: the interface check the runner uses (supports_eagle3), t
 setter and the default-layers method the runner calls, DeepseekV2Model's own __init__ (its default
 of no aux layers) and forward's capture, the Kimi-K2.5 wrapper's delegation, and the EAGLE
 proposer's load_model on a K2.5 target (image token, shared embed_tokens and lm_head).
-Every hunk of every variant is caught by one of them: benchmarks/probe_mutation.py.
+Every hunk of every variant is caught by one of them: python -m patcher.maintainer.mutation.
 """
 
 from __future__ import annotations

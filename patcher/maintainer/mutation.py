@@ -1,25 +1,28 @@
-"""Probe mutation score: is every hunk of every probed variant caught by a probe?
+"""Probe mutation: is every hunk of a variant caught by a probe, on a real import?
 
-For every variant that some probe covers, on one release of the variant's range (the newest
-in releases.txt that a CPU import environment reaches):
+For a variant, on one release of its range (the newest in releases.txt that a CPU import
+environment reaches, or the one asked for), in that release's CPU env:
 
-* pristine: the family's probes for that variant run on the published files and must FAIL
-  (a probe that passes before the patch proves nothing about it);
+* pristine: the family's probes for that variant on the published files must FAIL (a probe
+  that passes before the patch proves nothing about it);
+* whole: the variant applied by the real installer must pass every probe;
 * one mutant per hunk: a copy of the family with that hunk left out of the variant's diff is
-  applied with the real installer (``patcher apply --only <family> --patches <copy> --json``)
-  in the real CPU env, the family's probes run, and the outcome is
+  applied with the real installer (``patcher apply --only <family> --patches <copy> --json``),
+  the family's probes run (patcher/probes.py, the one probe runner), and the outcome is
 
   - ``probe failed``  the missing hunk is detected by a probe (good),
   - ``apply refused`` the installer would not apply the incomplete set (good: never installed),
   - ``not detected``  every probe passed with the hunk missing (a silent gap).
 
 A variant with a single hunk has no mutant: its one hunk counts as detected when the pristine
-probes fail. The script only reads the manifests, so new families are scored once merged.
-Every run restores the published files (revert, then a byte comparison with the wheel's tree).
+probes fail. Every run restores the published files (revert, then a byte comparison with the
+wheel's tree). CI's full tier judges each family's ``mutation_sample`` (patch.toml) through
+tests/test_mutation.py; this command judges every variant:
 
-Usage: python benchmarks/probe_mutation.py [--engine vllm] [--family mla-aux-capture]
-           [--variant B10] [--hunk 3] [--json]
-Exit 1 when any hunk is not detected or any pristine probe passes.
+    python -m patcher.maintainer.mutation [--engine vllm] [--family mla-aux-capture]
+        [--variant B10] [--release 0.17.1] [--hunk 3] [--json]
+
+Exit 1 when any hunk is not detected, any pristine probe passes or a whole variant fails.
 """
 
 from __future__ import annotations
@@ -29,19 +32,17 @@ import io
 import json
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from packaging.version import Version
 
-from patcher import manifest, matrix
+from patcher import engines, manifest, matrix, probes
 from patcher.__main__ import main as patcher_main
 from patcher.maintainer import cpu_env, wheels
+from patcher.plan import State, Status
 
 DETECTED = ("probe failed", "apply refused")
 _HUNK_HEADER = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
@@ -60,6 +61,8 @@ class Row:
     def ok(self) -> bool:
         if self.hunk == "pristine":
             return self.outcome == "probe failed"
+        if self.hunk == "whole":
+            return self.outcome == "probes passed"
         return self.outcome in DETECTED
 
 
@@ -98,7 +101,7 @@ def split_diff(text: str) -> list[tuple[list[str], list[list[str]]]]:
 
 
 def hunk_labels(text: str, diff_name: str) -> list[str]:
-    out = []
+    out: list[str] = []
     for header, hunks in split_diff(text):
         path = next((h[6:].strip() for h in header if h.startswith("+++ b/")), "?")
         for h in hunks:
@@ -146,40 +149,12 @@ def release_for(engine: str, variant: manifest.Variant, pick: str | None = None)
     return max(candidates, key=Version) if candidates else None
 
 
-_RUNNER = r"""
-import importlib, importlib.util, json, sys
-out = []
-for p in json.loads(sys.argv[1]):
-    try:
-        for m in p["preload"]:
-            importlib.import_module(m)
-        mod = importlib.import_module(p["module"])
-    except BaseException as e:
-        out.append([p["id"], "not importable", "%s: %s" % (type(e).__name__, str(e)[:200])])
-        continue
-    try:
-        spec = importlib.util.spec_from_file_location("_mut_probe", p["file"])
-        chk = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(chk)
-        getattr(chk, p["check"])(mod)
-        out.append([p["id"], "passed", ""])
-    except BaseException as e:
-        out.append([p["id"], "failed", "%s: %s" % (type(e).__name__, str(e)[:200])])
-print("\nKIMI-MUTATION " + json.dumps(out))
-"""
-
-
-def pristine_probes(python: Path, fam: manifest.Family, tag: str) -> list[list[str]]:
-    """The family's probes for ``tag`` on whatever files are installed, in a fresh interpreter."""
-    req = [{"id": p.id, "module": p.module, "check": p.check, "preload": list(p.preload),
-            "file": str(fam.folder / "probes.py")} for p in fam.probes if tag in p.when]
-    env = dict(cpu_env.probe_env(), PYTHONDONTWRITEBYTECODE="1")
-    proc = subprocess.run([str(python), "-c", _RUNNER, json.dumps(req)], capture_output=True, text=True,
-                          env=env, cwd=tempfile.gettempdir(), timeout=cpu_env.PROBE_TIMEOUT, stdin=subprocess.DEVNULL)
-    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("KIMI-MUTATION ")), None)
-    if line is None:
-        return [[p["id"], "failed", f"probe interpreter died: {proc.stderr.strip()[-200:]}"] for p in req]
-    return json.loads(line[len("KIMI-MUTATION "):])
+def pristine_probes(python: Path, fam: manifest.Family, tag: str) -> list[dict]:
+    """The family's probes for ``tag`` on whatever files are installed, through the one runner."""
+    install = engines.find(fam.engine, python=str(python))
+    st = Status(fam, State.APPLIED, "probed as installed", variant=tag)
+    probes.run(install, [st], timeout=cpu_env.PROBE_TIMEOUT)
+    return st.probes
 
 
 def site_of(python: Path) -> Path:
@@ -233,7 +208,7 @@ def run_mutant(python: Path, fam: manifest.Family, diff: str, text: str) -> tupl
             if failed:
                 what = "probe failed" if any(p["status"] == "failed" for p in failed) else "not detected"
                 return what, "; ".join(f"{p['id']}: {p['status']}: {p['detail']}" for p in failed)[:300]
-            return "not detected", "every probe passed: " + ", ".join(p["id"] for p in fr["probes"])
+            return "probes passed", ", ".join(p["id"] for p in fr["probes"])
         finally:
             _cli("revert", *common, "--no-probes", "--json")
 
@@ -250,14 +225,20 @@ def score_variant(fam: manifest.Family, variant: manifest.Variant, release: str,
         try:
             if only_hunk is None or single:
                 res = pristine_probes(python, fam, variant.id)
-                bad = [r for r in res if r[1] != "passed"]
-                outcome = "probe failed" if any(r[1] == "failed" for r in bad) else "probes pass unpatched"
+                bad = [r for r in res if r["status"] != "passed"]
+                outcome = "probe failed" if any(r["status"] == "failed" for r in bad) else "probes pass unpatched"
                 rows.append(Row(fam.id, variant.id, release, "pristine", outcome,
-                                "; ".join(f"{r[0]}: {r[1]}: {r[2]}" for r in bad or res)[:300]))
+                                "; ".join(f"{r['id']}: {r['status']}: {r['detail']}" for r in bad or res)[:300]))
+                log(_fmt(rows[-1]))
+                pristine_row = rows[-1]
+                first = variant.diffs[0]  # replaced by itself: the whole variant
+                outcome, detail = run_mutant(python, fam, first, texts[first])
+                restore(python, fam.engine, release, rels)
+                rows.append(Row(fam.id, variant.id, release, "whole", outcome, detail))
                 log(_fmt(rows[-1]))
             if single:
                 (d, _, label), = mutants
-                rows.append(Row(fam.id, variant.id, release, label, "probe failed" if rows[-1].ok else
+                rows.append(Row(fam.id, variant.id, release, label, "probe failed" if pristine_row.ok else
                                 "not detected", "single hunk: counted by the pristine run"))
                 log(_fmt(rows[-1]))
                 return rows
@@ -265,6 +246,8 @@ def score_variant(fam: manifest.Family, variant: manifest.Variant, release: str,
                 if only_hunk is not None and n != only_hunk:
                     continue
                 outcome, detail = run_mutant(python, fam, d, without_hunk(texts[d], i))
+                if outcome == "probes passed":
+                    outcome = "not detected"
                 restore(python, fam.engine, release, rels)
                 rows.append(Row(fam.id, variant.id, release, label, outcome, detail))
                 log(_fmt(rows[-1]))
@@ -279,7 +262,7 @@ def _fmt(r: Row) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m patcher.maintainer.mutation", description=__doc__.split("\n\n")[0])
     ap.add_argument("--engine", choices=manifest.ENGINES)
     ap.add_argument("--family", help="family name (e.g. mla-aux-capture) or id (vllm/mla-aux-capture)")
     ap.add_argument("--variant")
@@ -301,14 +284,15 @@ def main(argv: list[str] | None = None) -> int:
                 log(_fmt(rows[-1]))
                 continue
             rows.extend(score_variant(fam, variant, release, args.hunk, log))
-    hunks = [r for r in rows if r.hunk != "pristine"]
+    hunks = [r for r in rows if r.hunk not in ("pristine", "whole")]
     caught = sum(r.ok for r in hunks)
     pristine = [r for r in rows if r.hunk == "pristine"]
     if args.json:
         print(json.dumps([asdict(r) | {"ok": r.ok} for r in rows], indent=1))
     else:
         print(f"\nhunks detected: {caught} of {len(hunks)}; probes fail on pristine: "
-              f"{sum(r.ok for r in pristine)} of {len(pristine)} variants")
+              f"{sum(r.ok for r in pristine)} of {len(pristine)} variants; whole variants pass: "
+              f"{sum(r.ok for r in rows if r.hunk == 'whole')} of {len(pristine)}")
         for r in rows:
             if not r.ok:
                 print("  " + _fmt(r))

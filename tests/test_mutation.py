@@ -1,0 +1,54 @@
+"""Every hunk is caught by a probe: the mutant harness (patcher/maintainer/mutation.py).
+
+The pure half checks the harness itself (leaving one hunk out leaves exactly the others). The
+full tier judges, on a real import in the CPU env, each family's ``mutation_sample`` from its
+patch.toml: the pristine release fails the probes, the whole variant passes them, and every
+mutant with one hunk left out fails a probe or fails to apply. A new family declares its sample
+in its manifest and needs no test file of its own; every variant, every hunk:
+``python -m patcher.maintainer.mutation``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from patcher import hunks, manifest
+from patcher.maintainer import mutation
+
+FAMILIES = manifest.load_all()
+SAMPLE = [(f, v) for f in FAMILIES for v in f.variants if v.id in f.mutation_sample]
+
+
+@pytest.mark.parametrize("path", sorted(manifest.PATCHES.glob("*/*/*.diff")), ids=lambda p: p.stem)
+def test_leaving_one_hunk_out_leaves_exactly_the_others(path):
+    text = path.read_text(encoding="utf-8")
+    total = [h for fp in hunks.parse(text, "t") for h in fp.hunks]
+    labels = mutation.hunk_labels(text, path.name)
+    assert len(labels) == len(total)
+    for i in range(len(total)):
+        rest = mutation.without_hunk(text, i)
+        kept = [h for fp in hunks.parse(rest, "t") for h in fp.hunks] if rest else []
+        assert kept == total[:i] + total[i + 1:]
+
+
+@pytest.mark.parametrize("fam", [f for f in FAMILIES if mutation.probed_variants(f)], ids=lambda f: f.id)
+def test_every_probed_family_declares_a_mutation_sample(fam):
+    """A family whose variants have probes proves in CI that each hunk of some variant is caught."""
+    assert fam.mutation_sample, f"{fam.id}: add mutation_sample = [variant ids] to patch.toml"
+    probed = {v.id for v in mutation.probed_variants(fam)}
+    assert set(fam.mutation_sample) <= probed, f"{fam.id}: a sampled variant has no probe"
+
+
+@pytest.mark.full
+@pytest.mark.cpuenv
+@pytest.mark.parametrize("fam,variant", SAMPLE, ids=[f"{f.id}-{v.id}" for f, v in SAMPLE])
+def test_every_hunk_of_the_sampled_variant_is_caught(fam, variant):
+    release = mutation.release_for(fam.engine, variant)
+    assert release, f"no CPU env reaches {fam.id} {variant.id}'s range"
+    rows = mutation.score_variant(fam, variant, release, log=lambda *_: None)
+    labels = [label for d in variant.diffs
+              for label in mutation.hunk_labels((fam.folder / d).read_text(encoding="utf-8"), d)]
+    judged = ["pristine", "whole", *labels]
+    assert [r.hunk for r in rows] == judged
+    missed = [f"{r.hunk}: {r.outcome}: {r.detail}" for r in rows if not r.ok]
+    assert not missed, f"{variant.id} on {release}:\n" + "\n".join(missed)
