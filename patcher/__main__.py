@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     from .drafter import cli as drafter_cli
 
     drafter_cli.add_parser(sub)
+    from . import doctor_cli
+
+    doctor_cli.add_parser(sub)
     port = sub.add_parser("port", help="maintainers: carry the patch set to a release no variant covers, proven")
     port.add_argument("--engine", choices=("vllm", "sglang"), required=True, help="whose patch set (required)")
     port.add_argument("--to", metavar="VERSION", help="the release to carry the patch set to")
@@ -170,6 +173,10 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     out = out or sys.stdout
     err = err or sys.stderr
     argv = sys.argv[1:] if argv is None else argv
+    command = None
+    if argv[:1] == ["doctor"]:  # everything after '--' is the server command, not ours to parse
+        from .doctor_cli import split_argv
+        argv, command = split_argv(argv)
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -178,6 +185,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     except PatcherError as exc:
         exc.hint = _help_hint(parser, argv) or exc.hint
         return _error(exc, err, False, out if "--json" in argv else None)
+    if args.command == "doctor":
+        from . import doctor_cli
+        return doctor_cli.run(args, command, out=out, err=err)
     if args.command == "drafter":
         from .detect import drafter_detect
         from .drafter import cli as drafter_cli

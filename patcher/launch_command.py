@@ -1,0 +1,173 @@
+"""A server launch command, read the way the engine's own argument parser would read it.
+
+``patcher doctor -- <command>`` takes the line the user is about to run. This module finds
+which engine it starts (``vllm serve T``, ``python -m vllm.entrypoints.openai.api_server``,
+``python -m sglang.launch_server``), the target and drafter it names, the tensor-parallel
+size, and the ``NAME=value`` assignments in front of it (they override the environment).
+It never guesses: a command that is not a vLLM or SGLang launch is a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from .errors import PatcherError
+
+VLLM_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
+SGLANG_MODULES = ("sglang.launch_server",)
+
+# Spellings each engine's parser takes for the options doctor reads. vLLM's
+# FlexibleArgumentParser turns "_" into "-" in option names (so --speculative_config works);
+# SGLang's plain argparse takes only its own spellings (and unique prefixes: --tp for --tp-size).
+_SPELLINGS = {
+    "vllm": {
+        "model": ("--model",),
+        "tp": ("--tensor-parallel-size", "-tp"),
+        "speculative_config": ("--speculative-config",),
+    },
+    "sglang": {
+        "model": ("--model-path", "--model"),
+        "tp": ("--tensor-parallel-size", "--tp-size", "--tp"),
+        "draft": ("--speculative-draft-model-path", "--speculative-draft-model"),
+        "algorithm": ("--speculative-algorithm",),
+    },
+}
+
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+class LaunchUsageError(PatcherError):
+    """The command after ``--`` is missing or is not a vLLM / SGLang launch: exit 2."""
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    engine: str  # "vllm" or "sglang"
+    argv: tuple[str, ...]  # the engine's own arguments (after "serve" / the module name)
+    command: tuple[str, ...]  # the whole command as given, assignments included
+    env: dict[str, str] = field(default_factory=dict)  # NAME=value written before the command
+    target: str | None = None
+    drafter: str | None = None
+    tp: int | None = None  # None: not given (the engine's default, 1)
+    tp_text: str | None = None  # as written, when it is not a whole number
+
+    @property
+    def flags(self) -> str:
+        """The engine's arguments as one shell line (what ``drafter check --flags`` takes)."""
+        return shlex.join(self.argv)
+
+    def has(self, option: str) -> bool:
+        """Whether a store-true option is given (``--name`` or ``--name=...``)."""
+        names = _names(self.engine, option)
+        return any(a in names or a.split("=", 1)[0] in names for a in self.argv if a.startswith("-"))
+
+    def values(self, *spellings: str) -> list[str]:
+        return _values(list(self.argv), _expand(self.engine, spellings))
+
+
+def _expand(engine: str, spellings: tuple[str, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for s in spellings:
+        out.extend(_names(engine, s))
+    return tuple(out)
+
+
+def _names(engine: str, option: str) -> tuple[str, ...]:
+    if engine == "vllm" and option.startswith("--"):
+        return (option, "--" + option[2:].replace("-", "_"))
+    return (option,)
+
+
+def _values(argv: list[str], names: tuple[str, ...]) -> list[str]:
+    out = []
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                out.append(argv[i + 1])
+            elif arg.startswith(name + "="):
+                out.append(arg[len(name) + 1:])
+    return out
+
+
+def _is_python(word: str) -> bool:
+    return re.fullmatch(r"python(\d+(\.\d+)?)?", PurePath(word).name) is not None
+
+
+def parse(command: list[str]) -> LaunchCommand:
+    """The launch command, or LaunchUsageError (what was found, what doctor reads)."""
+    words = list(command)
+    env: dict[str, str] = {}
+    if words[:1] == ["env"]:
+        words = words[1:]
+    while words and _ASSIGNMENT.match(words[0]):
+        name, value = words.pop(0).split("=", 1)
+        env[name] = value
+    wanted = ("vllm serve MODEL ..., python -m vllm.entrypoints.openai.api_server --model MODEL ..., "
+              "or python -m sglang.launch_server --model-path MODEL ...")
+    if not words:
+        raise LaunchUsageError("doctor needs the server command after '--'", wanted=f"patcher doctor -- {wanted}",
+                               found=shlex.join(command) or "nothing after '--'")
+    engine, argv, positional = _engine_of(words)
+    if engine is None:
+        raise LaunchUsageError("the command after '--' is not a vLLM or SGLang server launch", wanted=wanted,
+                               found=shlex.join(words)[:120],
+                               hint="pass the exact line that starts the server, after '--'")
+    spell = _SPELLINGS[engine]
+    models = _values(argv, _expand(engine, spell["model"]))
+    target = models[-1] if models else positional
+    tp_values = _values(argv, _expand(engine, spell["tp"]))
+    tp, tp_text = None, None
+    if tp_values:
+        try:
+            tp = int(tp_values[-1])
+        except ValueError:
+            tp_text = tp_values[-1]
+    drafter = _drafter(engine, argv)
+    return LaunchCommand(engine, tuple(argv), tuple(command), env, target, drafter, tp, tp_text)
+
+
+def _engine_of(words: list[str]) -> tuple[str | None, list[str], str | None]:
+    """(engine, its arguments, the positional model of ``vllm serve``)."""
+    head = PurePath(words[0]).name
+    if head == "vllm" and words[1:2] == ["serve"]:
+        rest = words[2:]
+        if rest and not rest[0].startswith("-"):
+            return "vllm", rest[1:], rest[0]
+        return "vllm", rest, None
+    if _is_python(words[0]) and "-m" in words:
+        i = words.index("-m")
+        module = words[i + 1] if i + 1 < len(words) else ""
+        if module in VLLM_MODULES:
+            return "vllm", words[i + 2:], None
+        if module == "vllm.entrypoints.cli.main" and words[i + 2:i + 3] == ["serve"]:
+            return _engine_of(["vllm", *words[i + 2:]])
+        if module in SGLANG_MODULES:
+            return "sglang", words[i + 2:], None
+    return None, [], None
+
+
+def _drafter(engine: str, argv: list[str]) -> str | None:
+    if engine == "sglang":
+        paths = _values(argv, _SPELLINGS["sglang"]["draft"])
+        return paths[-1] if paths else None
+    configs = _values(argv, _expand("vllm", _SPELLINGS["vllm"]["speculative_config"]))
+    if not configs:
+        return None
+    try:
+        spec = json.loads(configs[-1])
+    except ValueError:
+        return None  # the drafter check's flags.speculative_config says so
+    model = spec.get("model") if isinstance(spec, dict) else None
+    return model if isinstance(model, str) else None
+
+
+def effective_env(cmd: LaunchCommand, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment the server starts with: ours, overridden by the command's assignments."""
+    base = dict(os.environ if environ is None else environ)
+    base.update(cmd.env)
+    return base

@@ -1,0 +1,142 @@
+"""What an engine release does with a whole launch command, beyond the drafter and the families.
+
+Two kinds of facts, each from one place:
+- the environment variables a release reads and their defaults come from the install's own
+  ``vllm/envs.py`` (read as text, never imported), so a release newer than our tables is read
+  as it is;
+- behaviour that depends on a release's code (which model runner vLLM picks, whether its v2
+  runner feeds an EAGLE-3 drafter, SGLang's fused-allreduce capture) lives in the constants
+  below, and only here; tests/test_doctor.py proves every one against the published wheels.
+The SGLang capture-before-fusion bug is judged by the state of its family
+(``sglang/eagle3-fused-allreduce-capture``) once the catalogue has it: applied or upstream
+means the capture reads the reduced residual.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from .manifest import contains
+
+# vLLM ------------------------------------------------------------------------------------------
+V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+FLASHINFER_ALLREDUCE_ENV = "VLLM_ALLREDUCE_USE_FLASHINFER"
+VLLM_ENV = (V2_RUNNER_ENV, FLASHINFER_ALLREDUCE_ENV)
+
+# The v2 GPU model runner (vllm/v1/worker/gpu/model_runner.py) hands the drafter
+# aux_hidden_states=None on 0.12.0-0.16.0: an EAGLE-3 drafter gets no aux layers at all.
+# 0.17.0 added set_eagle3_aux_hidden_state_layers and the aux outputs.
+V2_RUNNER_EAGLE3_SINCE = Version("0.17.0")
+
+# From 0.29.0 VllmConfig.use_v2_model_runner picks v2 by default for targets of these
+# architectures (DeepSeek-V3 and the Kimi models built on it); VLLM_USE_V2_MODEL_RUNNER=0 keeps v1.
+V2_RUNNER_DEFAULT_SINCE = Version("0.29.0")
+V2_RUNNER_DEFAULT_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"})
+
+# SGLang ----------------------------------------------------------------------------------------
+FUSED_CAPTURE_FAMILY = "eagle3-fused-allreduce-capture"
+# With the FlashInfer allreduce fusion on, the DeepSeek layers captured hidden_states + residual
+# before the fused allreduce (per-rank partial sums) on these releases; fixed upstream in
+# sgl-project/sglang#28343 (0.5.14). Used only while the catalogue has no family for it.
+FUSED_CAPTURE_BUG = SpecifierSet(">=0.5.4.post2,<0.5.14")
+FUSION_ENABLE_FLAG = "--enable-flashinfer-allreduce-fusion"
+FUSION_DISABLE_FLAG = "--enforce-disable-flashinfer-allreduce-fusion"
+FUSION_DISABLE_FLAG_SINCE = Version("0.5.10")
+
+
+def fused_capture_bug_by_version(version: Version) -> bool:
+    return contains(FUSED_CAPTURE_BUG, version)
+
+
+def has_fusion_disable_flag(version: Version) -> bool:
+    return version >= FUSION_DISABLE_FLAG_SINCE
+
+
+# Environment variables, read from the install --------------------------------------------------
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    read: bool  # whether this release reads it at all
+    default: str | None  # as written in envs.py (os.getenv's second argument)
+
+
+def env_vars(engine: str, site: Path | None) -> dict[str, EnvVar]:
+    """The variables doctor cares about, as the install's envs.py declares them."""
+    if engine != "vllm" or site is None:
+        return {}
+    declared = _getenv_defaults(site / "vllm" / "envs.py")
+    return {name: EnvVar(name, name in declared, declared.get(name)) for name in VLLM_ENV}
+
+
+def _getenv_defaults(path: Path) -> dict[str, str | None]:
+    """``{"NAME": default}`` for every entry of envs.py's ``environment_variables`` dict whose
+    value reads ``os.getenv("NAME", default)`` / ``os.environ.get(...)``."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return {}
+    out: dict[str, str | None] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Dict):
+            continue
+        for key, value in zip(node.keys, node.values):
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isupper()):
+                continue
+            for call in ast.walk(value):
+                if isinstance(call, ast.Call) and _is_getenv(call.func) and call.args \
+                        and isinstance(call.args[0], ast.Constant) and call.args[0].value == key.value:
+                    default = call.args[1] if len(call.args) > 1 else None
+                    out[key.value] = (str(default.value) if isinstance(default, ast.Constant)
+                                      and default.value is not None else None)
+                    break
+    return out
+
+
+def _is_getenv(func: ast.expr) -> bool:
+    # os.getenv(...) or os.environ.get(...)
+    if isinstance(func, ast.Attribute) and func.attr == "getenv":
+        return True
+    return (isinstance(func, ast.Attribute) and func.attr == "get" and isinstance(func.value, ast.Attribute)
+            and func.value.attr == "environ")
+
+
+def env_true(value: str | None) -> bool:
+    """vLLM reads these as ``bool(int(value))``."""
+    try:
+        return bool(int(value)) if value is not None else False
+    except ValueError:
+        return False
+
+
+# Which vLLM model runner a launch uses ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Runner:
+    name: str  # "v1" or "v2"
+    why: str
+
+
+def vllm_runner(version: Version, env: dict[str, str], env_var: EnvVar | None,
+                target_architectures: tuple[str, ...] | None) -> Runner:
+    """The runner the launch uses; "unknown" when it hangs on a target config doctor could not read."""
+    if env_var is None or not env_var.read:
+        return Runner("v1", f"vllm {version} has only the v1 model runner ({V2_RUNNER_ENV} is not read)")
+    if V2_RUNNER_ENV in env:
+        value = env[V2_RUNNER_ENV]
+        name = "v2" if env_true(value) else "v1"
+        return Runner(name, f"{V2_RUNNER_ENV}={value}")
+    if version >= V2_RUNNER_DEFAULT_SINCE:
+        if target_architectures is None:
+            return Runner("unknown", f"vllm {version} picks v2 by default for DeepSeek/Kimi targets, v1 "
+                                     "otherwise; the target's config was not read")
+        arch = next((a for a in target_architectures if a in V2_RUNNER_DEFAULT_ARCHITECTURES), None)
+        if arch is not None:
+            return Runner("v2", f"vllm {version} picks v2 by default for a {arch} target "
+                                f"(VllmConfig.use_v2_model_runner); {V2_RUNNER_ENV}=0 keeps v1")
+    return Runner("v1", f"{V2_RUNNER_ENV} is not set (default {env_var.default!r})")
