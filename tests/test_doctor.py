@@ -1,0 +1,174 @@
+"""`patcher doctor -- <server command>`: the command read as the engine reads it, one verdict.
+
+Fast tests read commands and the launch facts on stand-ins; the ``wheels`` tests run doctor on
+the published trees (``--site``), where verify, the drafter check and the launch facts meet,
+and prove each constant of patcher/launch_facts.py against every cached release's files.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from patcher import launch_facts
+from patcher.__main__ import main
+from patcher.doctor import _fusion_findings
+from patcher.drafter.release import FamilyState, from_version
+from patcher.launch_command import LaunchUsageError, parse
+from patcher.maintainer import wheels
+from tests.test_drafter import eagle3_config, make_drafter
+from tests.test_drafter_release import k2_target
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def doctor_json(*argv: str) -> tuple[int, dict]:
+    code, out, _ = cli("doctor", "--json", *argv)
+    doc = json.loads(out)
+    assert doc["exit"] == code
+    return code, doc
+
+
+def by_code(doc: dict) -> dict[str, dict]:
+    return {f["code"]: f for f in doc["findings"]}
+
+
+def vllm_spec(drafter: Path | str) -> str:
+    return json.dumps({"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 3})
+
+
+# --- the command, read as the engine reads it ---------------------------------------------------
+
+def test_vllm_serve_positional_model_short_tp_and_underscore_spelling() -> None:
+    cmd = parse(["VLLM_USE_V2_MODEL_RUNNER=1", "vllm", "serve", "/m/kimi", "--speculative_config",
+                 vllm_spec("/m/draft"), "-tp", "8"])
+    assert (cmd.engine, cmd.target, cmd.drafter, cmd.tp) == ("vllm", "/m/kimi", "/m/draft", 8)
+    assert cmd.env == {"VLLM_USE_V2_MODEL_RUNNER": "1"}
+    assert cmd.argv[0] == "--speculative_config"  # the flags the drafter check reads start after the model
+
+
+def test_vllm_api_server_module_with_model_and_long_tp() -> None:
+    cmd = parse(["python3", "-m", "vllm.entrypoints.openai.api_server", "--model=/m/kimi",
+                 "--tensor-parallel-size", "4", f"--speculative-config={vllm_spec('/m/d')}"])
+    assert (cmd.engine, cmd.target, cmd.drafter, cmd.tp) == ("vllm", "/m/kimi", "/m/d", 4)
+
+
+def test_sglang_launch_server_every_tp_spelling() -> None:
+    for tp in ("--tp", "--tp-size", "--tensor-parallel-size"):
+        cmd = parse(["/venv/bin/python", "-m", "sglang.launch_server", "--model-path", "/m/k", tp, "8",
+                     "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/m/d"])
+        assert (cmd.engine, cmd.target, cmd.drafter, cmd.tp) == ("sglang", "/m/k", "/m/d", 8)
+    assert parse(["python", "-m", "sglang.launch_server", "--model-path", "/m/k"]).tp is None
+
+
+def test_sglang_options_are_not_taken_with_vllm_underscore_spellings() -> None:
+    # SGLang's argparse has no "_" -> "-" folding: --tp_size is not its option, so doctor does not read it.
+    cmd = parse(["python", "-m", "sglang.launch_server", "--model-path", "/m/k", "--tp_size", "8"])
+    assert cmd.tp is None
+
+
+@pytest.mark.parametrize(("command", "what"), [
+    ([], "doctor needs the server command after '--'"),
+    (["FOO=1"], "doctor needs the server command after '--'"),
+    (["ls", "-la"], "the command after '--' is not a vLLM or SGLang server launch"),
+    (["python", "-m", "http.server"], "the command after '--' is not a vLLM or SGLang server launch"),
+    (["vllm", "bench", "--model", "x"], "the command after '--' is not a vLLM or SGLang server launch"),
+])
+def test_not_a_launch_is_a_usage_error(command: list[str], what: str) -> None:
+    with pytest.raises(LaunchUsageError) as exc:
+        parse(command)
+    assert exc.value.what == what and exc.value.exit_code == 2
+
+
+@pytest.mark.parametrize("argv", [["doctor"], ["doctor", "--"], ["doctor", "--", "ls"]])
+def test_cli_usage_is_exit_2_with_the_error_as_json(argv: list[str]) -> None:
+    code, out, err = cli(*argv[:1], "--json", *argv[1:])
+    doc = json.loads(out)
+    assert (code, doc["exit"], doc["schema"]) == (2, 2, "patcher.doctor/1")
+    assert err.startswith("error: ") and doc["error"]["what"] in err
+
+
+# --- launch facts on stand-ins ------------------------------------------------------------------
+
+ENVS_PY = '''
+import os
+environment_variables = {
+    "VLLM_USE_V2_MODEL_RUNNER": lambda: bool(int(os.getenv("VLLM_USE_V2_MODEL_RUNNER", "0"))),
+    "VLLM_OTHER": lambda: os.environ.get("VLLM_OTHER", "x"),
+}
+'''
+
+
+def test_env_defaults_are_read_from_the_installs_envs_py(tmp_path: Path) -> None:
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "envs.py").write_text(ENVS_PY)
+    got = launch_facts.env_vars("vllm", tmp_path)
+    assert got[launch_facts.V2_RUNNER_ENV] == launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, True, "0")
+    assert got[launch_facts.FLASHINFER_ALLREDUCE_ENV].read is False
+
+
+@pytest.mark.parametrize(("version", "env", "archs", "runner"), [
+    ("0.11.0", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, ("DeepseekV3ForCausalLM",), "v1"),  # not read there
+    ("0.16.0", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, ("DeepseekV3ForCausalLM",), "v2"),
+    ("0.16.0", {}, ("DeepseekV3ForCausalLM",), "v1"),
+    ("0.29.0", {}, ("KimiK25ForConditionalGeneration",), "v2"),
+    ("0.29.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, ("DeepseekV3ForCausalLM",), "v1"),
+    ("0.29.0", {}, ("LlamaForCausalLM",), "v1"),
+    ("0.29.0", {}, None, "unknown"),
+    ("0.28.0", {}, ("DeepseekV3ForCausalLM",), "v1"),
+])
+def test_vllm_runner(version: str, env: dict, archs: tuple | None, runner: str) -> None:
+    read = Version(version) >= Version("0.12.0")
+    var = launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, read, "0" if read else None)
+    assert launch_facts.vllm_runner(Version(version), env, var, archs).name == runner
+
+
+def _sglang(version: str, fused_state: str | None = None):
+    release = from_version("sglang", Version(version))
+    if fused_state is None:
+        return release
+    template = release.families[0]
+    family = replace(template.family, name=launch_facts.FUSED_CAPTURE_FAMILY)
+    return replace(release, families=(*release.families, FamilyState(family, fused_state, "stand-in")))
+
+
+def _sglang_cmd(*extra: str):
+    return parse(["python", "-m", "sglang.launch_server", "--model-path", "/m/k", "--speculative-algorithm",
+                  "EAGLE3", "--speculative-draft-model-path", "/m/d", *extra])
+
+
+@pytest.mark.parametrize(("version", "state", "extra", "level", "in_hint"), [
+    ("0.5.9", None, ("--tp", "8"), "problem", "use sglang 0.5.10 or newer with --enforce-disable"),
+    ("0.5.10", None, ("--tp", "8"), "problem", "add --enforce-disable-flashinfer-allreduce-fusion"),
+    ("0.5.10", None, ("--tp", "8", "--enforce-disable-flashinfer-allreduce-fusion"), "ok", ""),
+    ("0.5.10", None, ("--tp", "1"), "ok", ""),
+    ("0.5.10", None, (), "ok", ""),  # TP defaults to 1
+    ("0.5.14", None, ("--tp", "8"), "ok", ""),  # fixed upstream (sgl-project/sglang#28343)
+    ("0.5.4.post1", None, ("--tp", "8"), "ok", ""),  # no DeepSeek capture at all: setup says so
+    ("0.5.10", "applied", ("--tp", "8"), "ok", ""),
+    ("0.5.10", "upstream", ("--tp", "8"), "ok", ""),
+    ("0.5.10", "pending", ("--tp", "8"), "problem", "run 'patcher apply --engine sglang', or add --enforce"),
+    ("0.5.12", "conflict", ("--tp", "8"), "problem", "add --enforce-disable-flashinfer-allreduce-fusion"),
+])
+def test_sglang_fused_allreduce_capture(version, state, extra, level, in_hint) -> None:
+    (f,) = _fusion_findings(_sglang(version, state), _sglang_cmd(*extra))
+    assert (f.code, f.level) == ("launch.allreduce_fusion", level)
+    assert in_hint in f.hint
+    if state is not None:
+        assert f"sglang/{launch_facts.FUSED_CAPTURE_FAMILY} is {state}" in f.message
+
+
+def test_explicit_fusion_flag_is_named_in_the_problem() -> None:
+    (f,) = _fusion_findings(_sglang("0.5.9"), _sglang_cmd("--tp", "8", "--enable-flashinfer-allreduce-fusion"))
+    assert f.level == "problem" and "--enable-flashinfer-allreduce-fusion is given" in f.message
+    assert f.found == "--tp 8, --enable-flashinfer-allreduce-fusion"
