@@ -172,3 +172,121 @@ def test_explicit_fusion_flag_is_named_in_the_problem() -> None:
     (f,) = _fusion_findings(_sglang("0.5.9"), _sglang_cmd("--tp", "8", "--enable-flashinfer-allreduce-fusion"))
     assert f.level == "problem" and "--enable-flashinfer-allreduce-fusion is given" in f.message
     assert f.found == "--tp 8, --enable-flashinfer-allreduce-fusion"
+
+
+# --- on the published trees ----------------------------------------------------------------------
+
+def _applied(tmp_path: Path, engine: str, version: str) -> Path:
+    """A copy of the published tree after 'patcher apply' (every default family)."""
+    site = tmp_path / "site"
+    shutil.copytree(wheels.tree(engine, version), site)
+    assert cli("apply", "--engine", engine, "--site", str(site), "--no-probes")[0] == 0
+    return site
+
+
+def _vllm_launch(tmp_path: Path, *extra: str, drafter: Path | None = None) -> list[str]:
+    target = k2_target(tmp_path)
+    drafter = drafter or make_drafter(tmp_path, config=eagle3_config(aux=None))
+    return ["vllm", "serve", str(target), "--speculative-config", vllm_spec(drafter), "-tp", "8", *extra]
+
+
+@pytest.mark.wheels
+def test_vllm_as_published_is_no_go_with_verify_reasons(tmp_path: Path) -> None:
+    code, doc = doctor_json("--site", str(wheels.tree("vllm", "0.15.1")), "--", *_vllm_launch(tmp_path))
+    assert (code, doc["verdict"], doc["engine"]["version"], doc["tp"]) == (1, "no-go", "0.15.1", 8)
+    assert doc["reasons"] == ["vllm/eagle3-target-whitelist is pending", "vllm/mla-aux-capture is pending",
+                              "vllm/sm120-allreduce-fusion is pending"]
+    assert doc["verify"]["action"] == "verify" and all(not f["probes"] for f in doc["verify"]["families"])
+    f = by_code(doc)
+    assert f["launch.runner"]["message"] == ("the v1 model runner: VLLM_USE_V2_MODEL_RUNNER is not set "
+                                             "(default '0')")
+    assert not any(code.startswith("setup.") for code in f)  # verify's section says it, once
+    assert f["flags.algorithm"]["level"] == "ok"  # the drafter check ran with the command's flags
+
+
+@pytest.mark.wheels
+def test_vllm_patched_is_go(tmp_path: Path) -> None:
+    site = _applied(tmp_path, "vllm", "0.17.0")
+    code, out, err = cli("doctor", "--site", str(site), "--", *_vllm_launch(tmp_path))
+    assert (code, err) == (0, ""), out
+    assert out.splitlines()[-1].startswith("verdict: go (0 problem(s)")
+    assert "  ok       launch.runner: the v1 model runner" in out
+
+
+@pytest.mark.wheels
+def test_vllm_v2_runner_without_an_eagle3_aux_path_is_no_go(tmp_path: Path) -> None:
+    site = _applied(tmp_path, "vllm", "0.16.0")
+    code, doc = doctor_json("--site", str(site), "--", "VLLM_USE_V2_MODEL_RUNNER=1", *_vllm_launch(tmp_path))
+    runner = by_code(doc)["launch.runner"]
+    assert (code, runner["level"]) == (1, "problem")
+    assert runner["hint"] == "unset VLLM_USE_V2_MODEL_RUNNER, or use vllm 0.17.0 or newer"
+    assert doc["reasons"] == [f"launch.runner: {runner['message']}"]
+    assert doc["env"]["VLLM_USE_V2_MODEL_RUNNER"] == {"read": True, "default": "0", "value": "1",
+                                                       "from_command": True}
+
+
+@pytest.mark.wheels
+def test_vllm_v2_runner_from_the_environment_with_aux_path_is_go(tmp_path: Path, monkeypatch) -> None:
+    site = _applied(tmp_path, "vllm", "0.17.0")
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    code, doc = doctor_json("--site", str(site), "--", *_vllm_launch(tmp_path))
+    assert (code, by_code(doc)["launch.runner"]["message"]) == (
+        0, "the v2 model runner: VLLM_USE_V2_MODEL_RUNNER=1")
+    assert by_code(doc)["env.VLLM_USE_V2_MODEL_RUNNER"]["message"] == (
+        "VLLM_USE_V2_MODEL_RUNNER=1 (in the environment; default '0')")
+
+
+@pytest.mark.wheels
+def test_missing_paths_and_bad_tp_are_each_a_reason(tmp_path: Path) -> None:
+    site = str(wheels.tree("vllm", "0.15.1"))
+    code, doc = doctor_json("--site", site, "--", "python", "-m", "vllm.entrypoints.openai.api_server",
+                            "--model", str(tmp_path / "nope"), "--speculative_config",
+                            vllm_spec(tmp_path / "gone"), "--tensor-parallel-size", "eight")
+    f = by_code(doc)
+    assert code == 1
+    assert (f["launch.target"]["level"], f["launch.drafter"]["level"], f["launch.tp"]["level"]) == (
+        "problem", "problem", "problem")
+    assert f"launch.drafter: the drafter folder {tmp_path / 'gone'} does not exist: the server stops at load" \
+        in doc["reasons"]
+    hub = doctor_json("--site", site, "--", "vllm", "serve", "moonshotai/Kimi-K2-Instruct")[1]
+    assert by_code(hub)["launch.target"]["level"] == "hint"
+    assert by_code(hub)["launch.drafter"]["level"] == "hint"
+
+
+@pytest.mark.wheels
+def test_another_engine_than_installed_is_no_go(tmp_path: Path) -> None:
+    site = str(wheels.tree("vllm", "0.15.1"))
+    argv = ["--site", site, "--", "python", "-m", "sglang.launch_server", "--model-path", "/m/k"]
+    code, doc = doctor_json(*argv)
+    assert (code, doc["verdict"]) == (1, "no-go")
+    assert doc["reasons"] == ["the command starts sglang, but this environment has vllm 0.15.1 and no sglang"]
+    code, out, _ = cli("doctor", *argv)
+    assert (code, out.splitlines()[-1]) == (1, "exit 1: " + doc["reasons"][0])
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("version", ["0.11.2", "0.12.0", "0.16.0", "0.17.0", "0.20.1"])
+def test_env_defaults_read_from_the_published_envs_py(version: str) -> None:
+    got = launch_facts.env_vars("vllm", wheels.tree("vllm", version))
+    v2, fi = got[launch_facts.V2_RUNNER_ENV], got[launch_facts.FLASHINFER_ALLREDUCE_ENV]
+    assert (v2.read, v2.default) == ((True, "0") if Version(version) >= Version("0.12.0") else (False, None))
+    assert (fi.read, fi.default) == ((True, "0") if Version(version) >= Version("0.17.0") else (False, None))
+
+
+def _cached(engine: str) -> list[tuple[Version, Path]]:
+    return sorted((Version(p.name.split("-", 1)[1]), p) for p in wheels.TREES.glob(f"{engine}-*")
+                  if (p / ".complete").exists())
+
+
+@pytest.mark.wheels
+def test_v2_runner_feeds_eagle3_aux_states_from_0_17_0_on_every_cached_release() -> None:
+    seen = 0
+    for version, tree in _cached("vllm"):
+        runner = tree / "vllm" / "v1" / "worker" / "gpu" / "model_runner.py"
+        if not runner.exists():
+            assert version < Version("0.12.0")
+            continue
+        seen += 1
+        feeds = "set_eagle3_aux_hidden_state_layers" in runner.read_text()
+        assert feeds == (version >= launch_facts.V2_RUNNER_EAGLE3_SINCE), version
+    assert seen >= 2
