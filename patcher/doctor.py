@@ -35,6 +35,7 @@ class DoctorReport:
     launch: list[Finding] = field(default_factory=list)  # what only the whole command shows
     drafter: list[Finding] = field(default_factory=list)  # the drafter check's findings
     target_config: TargetConfig | None = None
+    probes: bool = False  # whether verify ran its probes
 
     def findings(self) -> list[Finding]:
         return self.launch + self.drafter
@@ -80,7 +81,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     else:
         launch += _fusion_findings(release, cmd)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
-                       launch, target_config=target)
+                       launch, target_config=target, probes=probes)
     doc.drafter = _drafter_findings(cmd, release, target)
     return doc
 

@@ -113,8 +113,7 @@ class _Collect:
 def as_lines(r: doctor.DoctorReport) -> list[str]:
     cmd = r.command
     out = [f"command: {' '.join(cmd.command)[:160]}", f"engine:  {r.release.label()} (installed at {r.release.site})"]
-    out.append("verify" + (" (no probes; --probes runs them):" if not r.verify.statuses or not any(
-        s.probes for s in r.verify.statuses) else ":"))
+    out.append("verify:" if r.probes else "verify (no probes; --probes runs them):")
     out += ["  " + line for line in as_text(r.verify, False)]
     sink = _Collect()
     out.append("launch:")

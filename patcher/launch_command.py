@@ -119,7 +119,8 @@ def parse(command: list[str]) -> LaunchCommand:
                                hint="pass the exact line that starts the server, after '--'")
     spell = _SPELLINGS[engine]
     models = _values(argv, _expand(engine, spell["model"]))
-    target = models[-1] if models else positional
+    # `vllm serve T --model X` serves T: the CLI copies model_tag over --model.
+    target = positional if positional is not None else (models[-1] if models else None)
     tp_values = _values(argv, _expand(engine, spell["tp"]))
     tp, tp_text = None, None
     if tp_values:

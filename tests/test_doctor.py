@@ -55,6 +55,8 @@ def test_vllm_serve_positional_model_short_tp_and_underscore_spelling() -> None:
     assert (cmd.engine, cmd.target, cmd.drafter, cmd.tp) == ("vllm", "/m/kimi", "/m/draft", 8)
     assert cmd.env == {"VLLM_USE_V2_MODEL_RUNNER": "1"}
     assert cmd.argv[0] == "--speculative_config"  # the flags the drafter check reads start after the model
+    # `vllm serve T --model X` serves T (the CLI copies model_tag over --model)
+    assert parse(["vllm", "serve", "/m/t", "--model", "/m/x"]).target == "/m/t"
 
 
 def test_vllm_api_server_module_with_model_and_long_tp() -> None:
