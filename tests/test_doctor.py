@@ -277,7 +277,7 @@ def test_env_defaults_read_from_the_published_envs_py(version: str) -> None:
 
 def _cached(engine: str) -> list[tuple[Version, Path]]:
     return sorted((Version(p.name.split("-", 1)[1]), p) for p in wheels.TREES.glob(f"{engine}-*")
-                  if (p / ".complete").exists())
+                  if not p.name.endswith(".partial") and (p / ".complete").exists())
 
 
 @pytest.mark.wheels
