@@ -33,10 +33,13 @@ VLLM_ENV = (V2_RUNNER_ENV, FLASHINFER_ALLREDUCE_ENV)
 # 0.17.0 added set_eagle3_aux_hidden_state_layers and the aux outputs.
 V2_RUNNER_EAGLE3_SINCE = Version("0.17.0")
 
-# From 0.29.0 VllmConfig.use_v2_model_runner picks v2 by default for targets of these
-# architectures (DeepSeek-V3 and the Kimi models built on it); VLLM_USE_V2_MODEL_RUNNER=0 keeps v1.
+# VLLM_USE_V2_MODEL_RUNNER unset: 0.12.0-0.21.0 read it as "0" (v1). From 0.22.0 it is tri-state and
+# VllmConfig.use_v2_model_runner decides: 0.22.0-0.28.0 pick v2 only for the architectures of
+# their DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (and dense models from 0.25.0), a list without
+# DeepSeek-V3 or Kimi; from 0.29.0 v2 for every model (on CUDA with Triton), unless the launch
+# uses a feature v2 lacks (e.g. EAGLE-3 with pipeline parallelism).
 V2_RUNNER_DEFAULT_SINCE = Version("0.29.0")
-V2_RUNNER_DEFAULT_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"})
+KIMI_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"})
 
 # SGLang ----------------------------------------------------------------------------------------
 FUSED_CAPTURE_FAMILY = "eagle3-fused-allreduce-capture"
@@ -124,19 +127,19 @@ class Runner:
 
 def vllm_runner(version: Version, env: dict[str, str], env_var: EnvVar | None,
                 target_architectures: tuple[str, ...] | None) -> Runner:
-    """The runner the launch uses; "unknown" when it hangs on a target config doctor could not read."""
+    """The runner the launch uses; "unknown" when it hangs on a target doctor cannot place."""
     if env_var is None or not env_var.read:
         return Runner("v1", f"vllm {version} has only the v1 model runner ({V2_RUNNER_ENV} is not read)")
     if V2_RUNNER_ENV in env:
         value = env[V2_RUNNER_ENV]
-        name = "v2" if env_true(value) else "v1"
-        return Runner(name, f"{V2_RUNNER_ENV}={value}")
+        return Runner("v2" if env_true(value) else "v1", f"{V2_RUNNER_ENV}={value}")
+    if env_var.default is not None:
+        return Runner("v1", f"{V2_RUNNER_ENV} is not set (default {env_var.default!r})")
     if version >= V2_RUNNER_DEFAULT_SINCE:
-        if target_architectures is None:
-            return Runner("unknown", f"vllm {version} picks v2 by default for DeepSeek/Kimi targets, v1 "
-                                     "otherwise; the target's config was not read")
-        arch = next((a for a in target_architectures if a in V2_RUNNER_DEFAULT_ARCHITECTURES), None)
-        if arch is not None:
-            return Runner("v2", f"vllm {version} picks v2 by default for a {arch} target "
-                                f"(VllmConfig.use_v2_model_runner); {V2_RUNNER_ENV}=0 keeps v1")
-    return Runner("v1", f"{V2_RUNNER_ENV} is not set (default {env_var.default!r})")
+        return Runner("v2", f"{V2_RUNNER_ENV} is not set and vllm {version} picks v2 for every model "
+                            f"(VllmConfig.use_v2_model_runner); {V2_RUNNER_ENV}=0 keeps v1")
+    if target_architectures is not None and KIMI_ARCHITECTURES & set(target_architectures):
+        return Runner("v1", f"{V2_RUNNER_ENV} is not set and vllm {version} picks v2 by default only for "
+                            "architectures other than DeepSeek-V3/Kimi")
+    return Runner("unknown", f"{V2_RUNNER_ENV} is not set: vllm {version} picks the runner by the target's "
+                             "architecture, and the target is not a DeepSeek-V3/Kimi config doctor could read")

@@ -119,20 +119,28 @@ def test_env_defaults_are_read_from_the_installs_envs_py(tmp_path: Path) -> None
     assert got[launch_facts.FLASHINFER_ALLREDUCE_ENV].read is False
 
 
+K2 = ("DeepseekV3ForCausalLM",)
+
+
 @pytest.mark.parametrize(("version", "env", "archs", "runner"), [
-    ("0.11.0", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, ("DeepseekV3ForCausalLM",), "v1"),  # not read there
-    ("0.16.0", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, ("DeepseekV3ForCausalLM",), "v2"),
-    ("0.16.0", {}, ("DeepseekV3ForCausalLM",), "v1"),
+    ("0.11.0", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, K2, "v1"),  # not read there
+    ("0.16.0", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, K2, "v2"),
+    ("0.16.0", {}, K2, "v1"),
+    ("0.22.0", {}, K2, "v1"),
+    ("0.28.0", {}, ("KimiK25ForConditionalGeneration",), "v1"),
+    ("0.28.0", {}, None, "unknown"),
+    ("0.28.0", {}, ("Qwen3ForCausalLM",), "unknown"),
+    ("0.28.0", {"VLLM_USE_V2_MODEL_RUNNER": "1"}, K2, "v2"),
     ("0.29.0", {}, ("KimiK25ForConditionalGeneration",), "v2"),
-    ("0.29.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, ("DeepseekV3ForCausalLM",), "v1"),
-    ("0.29.0", {}, ("LlamaForCausalLM",), "v1"),
-    ("0.29.0", {}, None, "unknown"),
-    ("0.28.0", {}, ("DeepseekV3ForCausalLM",), "v1"),
+    ("0.29.0", {}, None, "v2"),
+    ("0.29.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, K2, "v1"),
 ])
 def test_vllm_runner(version: str, env: dict, archs: tuple | None, runner: str) -> None:
-    read = Version(version) >= Version("0.12.0")
-    var = launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, read, "0" if read else None)
-    assert launch_facts.vllm_runner(Version(version), env, var, archs).name == runner
+    v = Version(version)
+    read = v >= Version("0.12.0")
+    default = None if v >= Version("0.22.0") else "0"  # tri-state from 0.22.0 (proven on the trees below)
+    var = launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, read, default if read else None)
+    assert launch_facts.vllm_runner(v, env, var, archs).name == runner
 
 
 def _sglang(version: str, fused_state: str | None = None):
@@ -267,12 +275,15 @@ def test_another_engine_than_installed_is_no_go(tmp_path: Path) -> None:
 
 
 @pytest.mark.wheels
-@pytest.mark.parametrize("version", ["0.11.2", "0.12.0", "0.16.0", "0.17.0", "0.20.1"])
+@pytest.mark.parametrize("version", ["0.11.2", "0.12.0", "0.16.0", "0.17.0", "0.21.0", "0.22.0", "0.29.0"])
 def test_env_defaults_read_from_the_published_envs_py(version: str) -> None:
     got = launch_facts.env_vars("vllm", wheels.tree("vllm", version))
     v2, fi = got[launch_facts.V2_RUNNER_ENV], got[launch_facts.FLASHINFER_ALLREDUCE_ENV]
-    assert (v2.read, v2.default) == ((True, "0") if Version(version) >= Version("0.12.0") else (False, None))
-    assert (fi.read, fi.default) == ((True, "0") if Version(version) >= Version("0.17.0") else (False, None))
+    v = Version(version)
+    assert (v2.read, v2.default) == ((False, None) if v < Version("0.12.0") else (True, "0") if v < Version("0.22.0")
+                                     else (True, None))
+    assert (fi.read, fi.default) == ((False, None) if v < Version("0.17.0") else (True, "0") if v < Version("0.29.0")
+                                     else (True, "1"))  # on by default from 0.29.0
 
 
 def _cached(engine: str) -> list[tuple[Version, Path]]:
@@ -292,3 +303,42 @@ def test_v2_runner_feeds_eagle3_aux_states_from_0_17_0_on_every_cached_release()
         feeds = "set_eagle3_aux_hidden_state_layers" in runner.read_text()
         assert feeds == (version >= launch_facts.V2_RUNNER_EAGLE3_SINCE), version
     assert seen >= 2
+
+
+def _default_v2_architectures(tree: Path) -> frozenset[str] | None:
+    import ast
+
+    for node in ast.parse((tree / "vllm" / "config" / "vllm.py").read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES":
+            return frozenset(ast.literal_eval(node.value.args[0]))
+    return None
+
+
+@pytest.mark.wheels
+def test_v2_runner_default_for_kimi_targets_from_0_29_0_on_every_cached_release() -> None:
+    """0.22.0-0.28.0 choose v2 by an architecture list without DeepSeek-V3/Kimi; 0.29.0+ for every model."""
+    import ast
+
+    seen = set()
+    for version, tree in _cached("vllm"):
+        if version < Version("0.22.0"):
+            continue
+        source = (tree / "vllm" / "config" / "vllm.py").read_text()
+        fn = next(n for n in ast.walk(ast.parse(source))
+                  if isinstance(n, ast.FunctionDef) and n.name == "use_v2_model_runner")
+        by_architecture = "_is_default_v2_model_runner_model" in ast.unparse(fn)
+        assert by_architecture == (version < launch_facts.V2_RUNNER_DEFAULT_SINCE), version
+        if by_architecture:
+            assert not (_default_v2_architectures(tree) or frozenset()) & launch_facts.KIMI_ARCHITECTURES, version
+        seen.add(by_architecture)
+    assert seen == {True, False}
+
+
+@pytest.mark.wheels
+def test_vllm_0_29_picks_v2_for_a_kimi_launch(tmp_path: Path) -> None:
+    code, doc = doctor_json("--site", str(wheels.tree("vllm", "0.29.0")), "--", *_vllm_launch(tmp_path))
+    runner = by_code(doc)["launch.runner"]
+    assert (runner["level"], runner["message"]) == ("ok", (
+        "the v2 model runner: VLLM_USE_V2_MODEL_RUNNER is not set and vllm 0.29.0 picks v2 for every model "
+        "(VllmConfig.use_v2_model_runner); VLLM_USE_V2_MODEL_RUNNER=0 keeps v1"))
+    assert doc["env"]["VLLM_ALLREDUCE_USE_FLASHINFER"]["read"] is True
