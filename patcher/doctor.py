@@ -209,6 +209,9 @@ def _fusion_findings(release: Release, cmd: LaunchCommand) -> list[Finding]:
     if disabled:
         return [ok(code, f"{launch_facts.FUSION_DISABLE_FLAG}: the aux capture reads reduced states ({state})")]
     forced = cmd.has(launch_facts.FUSION_ENABLE_FLAG)
+    if not forced and cmd.has(launch_facts.DP_ATTENTION_FLAG):
+        return [ok(code, f"{launch_facts.DP_ATTENTION_FLAG}: SGLang does not turn the allreduce fusion on by itself, "
+                         f"so the aux capture reads reduced states ({state})")]
     how = (f"{launch_facts.FUSION_ENABLE_FLAG} is given" if forced else
            "SGLang turns the fusion on by itself for DeepSeek/Kimi targets on SM90/SM100 with TP > 1 on one node")
     if launch_facts.has_fusion_disable_flag(release.version):

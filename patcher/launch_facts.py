@@ -2,8 +2,8 @@
 
 Two kinds of facts, each from one place:
 - the environment variables a release reads and their defaults come from the install's own
-  ``vllm/envs.py`` (read as text, never imported), so a release newer than our tables is read
-  as it is;
+  ``vllm/envs.py`` / ``sglang/srt/environ.py`` (parsed, never imported), so a release newer than
+  our tables is read as it is;
 - behaviour that depends on a release's code (which model runner vLLM picks, whether its v2
   runner feeds an EAGLE-3 drafter, SGLang's fused-allreduce capture) lives in the constants
   below, and only here; tests/test_doctor.py proves every one against the published wheels.
@@ -42,6 +42,10 @@ V2_RUNNER_DEFAULT_SINCE = Version("0.29.0")
 KIMI_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"})
 
 # SGLang ----------------------------------------------------------------------------------------
+# The speculative worker: EAGLEWorkerV2 (overlap scheduling) when on; declared in sglang/srt/environ.py
+# from 0.5.4.post1, on by default from 0.5.11.
+SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+SGLANG_ENV = (SPEC_V2_ENV,)
 FUSED_CAPTURE_FAMILY = "eagle3-fused-allreduce-capture"
 # With the FlashInfer allreduce fusion on, the DeepSeek layers captured hidden_states + residual
 # before the fused allreduce (per-rank partial sums) on these releases; fixed upstream in
@@ -50,6 +54,8 @@ FUSED_CAPTURE_BUG = SpecifierSet(">=0.5.4.post2,<0.5.14")
 FUSION_ENABLE_FLAG = "--enable-flashinfer-allreduce-fusion"
 FUSION_DISABLE_FLAG = "--enforce-disable-flashinfer-allreduce-fusion"
 FUSION_DISABLE_FLAG_SINCE = Version("0.5.10")
+# Every release's auto-enable (ServerArgs._handle_model_specific_adjustments) requires it off.
+DP_ATTENTION_FLAG = "--enable-dp-attention"
 
 
 def fused_capture_bug_by_version(version: Version) -> bool:
@@ -70,19 +76,41 @@ class EnvVar:
 
 
 def env_vars(engine: str, site: Path | None) -> dict[str, EnvVar]:
-    """The variables doctor cares about, as the install's envs.py declares them."""
-    if engine != "vllm" or site is None:
+    """The variables doctor cares about, as the install's envs.py / environ.py declares them."""
+    if site is None:
         return {}
-    declared = _getenv_defaults(site / "vllm" / "envs.py")
-    return {name: EnvVar(name, name in declared, declared.get(name)) for name in VLLM_ENV}
+    if engine == "vllm":
+        declared, names = _getenv_defaults(site / "vllm" / "envs.py"), VLLM_ENV
+    else:
+        declared, names = _environ_defaults(site / "sglang" / "srt" / "environ.py"), SGLANG_ENV
+    return {name: EnvVar(name, name in declared, declared.get(name)) for name in names}
+
+
+def _parse(path: Path) -> ast.Module | None:
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+
+
+def _environ_defaults(path: Path) -> dict[str, str | None]:
+    """``{"NAME": default}`` for SGLang's ``class Envs: NAME = EnvBool(default)`` declarations."""
+    tree = _parse(path)
+    out: dict[str, str | None] = {}
+    for cls in (n for n in (tree.body if tree else []) if isinstance(n, ast.ClassDef) and n.name == "Envs"):
+        for node in cls.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and isinstance(node.value, ast.Call) and node.targets[0].id.startswith("SGLANG_"):
+                arg = node.value.args[0] if node.value.args else None
+                out[node.targets[0].id] = str(arg.value) if isinstance(arg, ast.Constant) else None
+    return out
 
 
 def _getenv_defaults(path: Path) -> dict[str, str | None]:
     """``{"NAME": default}`` for every entry of envs.py's ``environment_variables`` dict whose
     value reads ``os.getenv("NAME", default)`` / ``os.environ.get(...)``."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError):
+    tree = _parse(path)
+    if tree is None:
         return {}
     out: dict[str, str | None] = {}
     for node in ast.walk(tree):

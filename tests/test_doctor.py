@@ -22,7 +22,7 @@ from patcher.doctor import _fusion_findings
 from patcher.drafter.release import FamilyState, from_version
 from patcher.launch_command import LaunchUsageError, parse
 from patcher.maintainer import wheels
-from tests.test_drafter import eagle3_config, make_drafter
+from tests.test_drafter import eagle3_config, make_drafter, make_target
 from tests.test_drafter_release import k2_target
 
 
@@ -162,6 +162,8 @@ def _sglang_cmd(*extra: str):
     ("0.5.10", None, ("--tp", "8"), "problem", "add --enforce-disable-flashinfer-allreduce-fusion"),
     ("0.5.10", None, ("--tp", "8", "--enforce-disable-flashinfer-allreduce-fusion"), "ok", ""),
     ("0.5.10", None, ("--tp", "1"), "ok", ""),
+    ("0.5.10", None, ("--tp", "8", "--enable-dp-attention"), "ok", ""),  # never auto-enabled with DP attention
+    ("0.5.10", None, ("--tp", "8", "--enable-dp-attention", "--enable-flashinfer-allreduce-fusion"), "problem", ""),
     ("0.5.10", None, (), "ok", ""),  # TP defaults to 1
     ("0.5.14", None, ("--tp", "8"), "ok", ""),  # fixed upstream (sgl-project/sglang#28343)
     ("0.5.4.post1", None, ("--tp", "8"), "ok", ""),  # no DeepSeek capture at all: setup says so
@@ -342,3 +344,64 @@ def test_vllm_0_29_picks_v2_for_a_kimi_launch(tmp_path: Path) -> None:
         "the v2 model runner: VLLM_USE_V2_MODEL_RUNNER is not set and vllm 0.29.0 picks v2 for every model "
         "(VllmConfig.use_v2_model_runner); VLLM_USE_V2_MODEL_RUNNER=0 keeps v1"))
     assert doc["env"]["VLLM_ALLREDUCE_USE_FLASHINFER"]["read"] is True
+
+
+def _sglang_launch(tmp_path: Path, *extra: str) -> list[str]:
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    return ["python", "-m", "sglang.launch_server", "--model-path", str(make_target(tmp_path)),
+            "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(drafter), *extra]
+
+
+@pytest.mark.wheels
+def test_sglang_tp8_with_the_fusion_is_no_go_until_it_is_disabled(tmp_path: Path) -> None:
+    site = _applied(tmp_path, "sglang", "0.5.10")
+    code, doc = doctor_json("--site", str(site), "--", *_sglang_launch(tmp_path, "--tp", "8"))
+    fusion = by_code(doc)["launch.allreduce_fusion"]
+    assert (code, fusion["level"]) == (1, "problem")
+    assert fusion["hint"] == "add --enforce-disable-flashinfer-allreduce-fusion"
+    assert doc["reasons"] == [f"launch.allreduce_fusion: {fusion['message']}"]  # the only reason
+    assert doc["env"]["SGLANG_ENABLE_SPEC_V2"] == {"read": True, "default": "False", "value": None,
+                                                    "from_command": False}
+    shutil.rmtree(tmp_path / "drafter")
+    shutil.rmtree(tmp_path / "kimi")
+    code, out, err = cli("doctor", "--site", str(site), "--", *_sglang_launch(
+        tmp_path, "--tp", "8", "--enforce-disable-flashinfer-allreduce-fusion"))
+    assert (code, err) == (0, ""), out
+    assert "  ok       launch.allreduce_fusion: --enforce-disable-flashinfer-allreduce-fusion: the aux capture " \
+           "reads reduced states (sglang 0.5.10 as published)" in out
+    assert out.splitlines()[-1].startswith("verdict: go")
+
+
+@pytest.mark.wheels
+def test_sglang_0_5_9_as_published_lists_every_reason(tmp_path: Path) -> None:
+    code, doc = doctor_json("--site", str(wheels.tree("sglang", "0.5.9")), "--", *_sglang_launch(tmp_path, "--tp", "8"))
+    fusion = by_code(doc)["launch.allreduce_fusion"]
+    assert (code, doc["verdict"]) == (1, "no-go")
+    assert fusion["hint"] == "use sglang 0.5.10 or newer with --enforce-disable-flashinfer-allreduce-fusion"
+    pending = [r for r in doc["reasons"] if r.endswith(" is pending")]
+    assert pending and all(r.startswith("sglang/") for r in pending)
+    assert f"launch.allreduce_fusion: {fusion['message']}" in doc["reasons"]
+
+
+@pytest.mark.wheels
+def test_fusion_disable_flag_from_0_5_10_on_every_cached_release() -> None:
+    seen = set()
+    for version, tree in _cached("sglang"):
+        args = tree / "sglang" / "srt" / "server_args.py"
+        if not args.exists():
+            continue
+        text = args.read_text()
+        has = f'"{launch_facts.FUSION_DISABLE_FLAG}"' in text
+        assert has == launch_facts.has_fusion_disable_flag(version), version
+        if launch_facts.fused_capture_bug_by_version(version):  # every auto-enable needs DP attention off
+            assert "not self.enable_dp_attention" in text, version
+        seen.add(has)
+    assert seen == {True, False}
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize(("version", "read", "default"), [
+    ("0.5.4", False, None), ("0.5.4.post1", True, "False"), ("0.5.10.post1", True, "False"), ("0.5.11", True, "True")])
+def test_sglang_spec_v2_default_read_from_environ_py(version: str, read: bool, default: str | None) -> None:
+    var = launch_facts.env_vars("sglang", wheels.tree("sglang", version))[launch_facts.SPEC_V2_ENV]
+    assert (var.read, var.default) == (read, default)
