@@ -79,7 +79,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     if cmd.engine == "vllm":
         launch += _runner_findings(release, env, variables, target, cmd)
     else:
-        launch += _fusion_findings(release, cmd)
+        launch += _fusion_findings(release, cmd, target)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                        launch, target_config=target, probes=probes)
     doc.drafter = _drafter_findings(cmd, release, target)
@@ -187,7 +187,7 @@ def _runner_findings(release: Release, env: dict[str, str], variables: dict[str,
     return [ok("launch.runner", f"the {runner.name} model runner: {runner.why}")]
 
 
-def _fusion_findings(release: Release, cmd: LaunchCommand) -> list[Finding]:
+def _fusion_findings(release: Release, cmd: LaunchCommand, target: TargetConfig | None) -> list[Finding]:
     """SGLang 0.5.4.post2-0.5.13.post1 capture the aux states before the fused allreduce."""
     assert release.version is not None
     code = "launch.allreduce_fusion"
@@ -197,11 +197,17 @@ def _fusion_findings(release: Release, cmd: LaunchCommand) -> list[Finding]:
     family = release.family(launch_facts.FUSED_CAPTURE_FAMILY)
     if family is not None:
         buggy = not family.ok
-        state = f"{family.family.id} is {family.state}"
+        state = f"{family.family.id} {family.state}"
     else:
         buggy = launch_facts.fused_capture_bug_by_version(release.version)
         state = f"{release.label()} as published"
     disabled = cmd.has(launch_facts.FUSION_DISABLE_FLAG)
+    if disabled and not launch_facts.has_fusion_disable_flag(release.version):
+        return [problem(code, f"{release.label()} has no {launch_facts.FUSION_DISABLE_FLAG}: the server stops at "
+                              "argument parsing", wanted=f"a flag of {release.label()}",
+                        found=launch_facts.FUSION_DISABLE_FLAG,
+                        hint="leave it out" if not buggy else
+                        f"use sglang {launch_facts.FUSION_DISABLE_FLAG_SINCE} or newer with it")]
     if not buggy:
         return [ok(code, f"EAGLE-3 aux capture with the allreduce fusion: correct ({state})")]
     if tp == 1:
@@ -209,19 +215,31 @@ def _fusion_findings(release: Release, cmd: LaunchCommand) -> list[Finding]:
     if disabled:
         return [ok(code, f"{launch_facts.FUSION_DISABLE_FLAG}: the aux capture reads reduced states ({state})")]
     forced = cmd.has(launch_facts.FUSION_ENABLE_FLAG)
-    if not forced and cmd.has(launch_facts.DP_ATTENTION_FLAG):
+    if forced:
+        how = f"{launch_facts.FUSION_ENABLE_FLAG} is given"
+    elif cmd.has(launch_facts.DP_ATTENTION_FLAG):
         return [ok(code, f"{launch_facts.DP_ATTENTION_FLAG}: SGLang does not turn the allreduce fusion on by itself, "
                          f"so the aux capture reads reduced states ({state})")]
-    how = (f"{launch_facts.FUSION_ENABLE_FLAG} is given" if forced else
-           "SGLang turns the fusion on by itself for DeepSeek/Kimi targets on SM90/SM100 with TP > 1 on one node")
+    else:
+        archs = target.architectures if target is not None else ()
+        gpus = {a: launch_facts.auto_fusion_gpus(release.version, a) for a in archs}
+        on = next(((a, g) for a, g in gpus.items() if g), None)
+        if target is not None and on is None:
+            return [ok(code, f"{release.label()} does not turn the allreduce fusion on by itself for a "
+                             f"{', '.join(archs) or 'target without architectures'} target ({state})")]
+        how = (f"{release.label()} turns it on by itself for a {on[0]} target on {on[1]} GPUs (the GPU is not "
+               "checked here)" if on else
+               f"{release.label()} turns it on by itself for DeepSeek-V3/Kimi targets on SM90/SM100 GPUs, and "
+               "the target's config was not read")
     if launch_facts.has_fusion_disable_flag(release.version):
         fix = f"add {launch_facts.FUSION_DISABLE_FLAG}"
     else:
         fix = f"use sglang {launch_facts.FUSION_DISABLE_FLAG_SINCE} or newer with {launch_facts.FUSION_DISABLE_FLAG}"
     if family is not None and family.state in ("pending", "lost"):
         fix = f"run '{release.apply_command()}', or {fix}"
-    return [problem(code, f"TP {tp} with the FlashInfer allreduce fusion: {how}, and {state}: EAGLE-3 captures "
-                          "each rank's partial sums before the allreduce, so the drafter sees wrong features",
+    level = problem if forced or target is not None else hint
+    return [level(code, f"TP {tp} with the FlashInfer allreduce fusion ({how}): with {state}, EAGLE-3 captures "
+                        "each rank's partial sums before the allreduce, so the drafter sees wrong features",
                     wanted=f"{launch_facts.FUSION_DISABLE_FLAG}, or the fused capture fixed",
                     found=f"--tp {tp}" + (f", {launch_facts.FUSION_ENABLE_FLAG}" if forced else ""), hint=fix)]
 

@@ -53,17 +53,32 @@ FUSED_CAPTURE_FAMILY = "eagle3-fused-allreduce-capture"
 FUSED_CAPTURE_BUG = SpecifierSet(">=0.5.4.post2,<0.5.14")
 FUSION_ENABLE_FLAG = "--enable-flashinfer-allreduce-fusion"
 FUSION_DISABLE_FLAG = "--enforce-disable-flashinfer-allreduce-fusion"
+# The flag exists in 0.5.10-0.5.13.post1; 0.5.14 replaced the switches by
+# --flashinfer-allreduce-fusion-backend (and fixed the capture), so there it stops argparse.
+FUSION_DISABLE_FLAG_RELEASES = SpecifierSet(">=0.5.10,<0.5.14")
 FUSION_DISABLE_FLAG_SINCE = Version("0.5.10")
 # Every release's auto-enable (ServerArgs._handle_model_specific_adjustments) requires it off.
 DP_ATTENTION_FLAG = "--enable-dp-attention"
+# Which targets SGLang turns the fusion on for by itself (TP > 1, one node, no DP attention), and
+# on which GPUs: DeepSeek-V3 on SM100 in the DeepseekV3 block up to 0.5.6.post2, then in the
+# shared list with SM90 from 0.5.7; KimiK25ForConditionalGeneration joins that list in 0.5.9.
+_AUTO_FUSION: dict[str, tuple[tuple[Version, str], ...]] = {
+    "DeepseekV3ForCausalLM": ((Version("0.5.7"), "SM90/SM100"), (Version("0"), "SM100")),
+    "KimiK25ForConditionalGeneration": ((Version("0.5.9"), "SM90/SM100"),),
+}
 
 
 def fused_capture_bug_by_version(version: Version) -> bool:
     return contains(FUSED_CAPTURE_BUG, version)
 
 
+def auto_fusion_gpus(version: Version, architecture: str) -> str | None:
+    """The GPUs on which SGLang turns the allreduce fusion on by itself for this target; None: never."""
+    return next((gpus for since, gpus in _AUTO_FUSION.get(architecture, ()) if version >= since), None)
+
+
 def has_fusion_disable_flag(version: Version) -> bool:
-    return version >= FUSION_DISABLE_FLAG_SINCE
+    return contains(FUSION_DISABLE_FLAG_RELEASES, version)
 
 
 # Environment variables, read from the install --------------------------------------------------

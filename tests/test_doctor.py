@@ -157,33 +157,61 @@ def _sglang_cmd(*extra: str):
                   "EAGLE3", "--speculative-draft-model-path", "/m/d", *extra])
 
 
-@pytest.mark.parametrize(("version", "state", "extra", "level", "in_hint"), [
-    ("0.5.9", None, ("--tp", "8"), "problem", "use sglang 0.5.10 or newer with --enforce-disable"),
-    ("0.5.10", None, ("--tp", "8"), "problem", "add --enforce-disable-flashinfer-allreduce-fusion"),
-    ("0.5.10", None, ("--tp", "8", "--enforce-disable-flashinfer-allreduce-fusion"), "ok", ""),
-    ("0.5.10", None, ("--tp", "1"), "ok", ""),
-    ("0.5.10", None, ("--tp", "8", "--enable-dp-attention"), "ok", ""),  # never auto-enabled with DP attention
-    ("0.5.10", None, ("--tp", "8", "--enable-dp-attention", "--enable-flashinfer-allreduce-fusion"), "problem", ""),
-    ("0.5.10", None, (), "ok", ""),  # TP defaults to 1
-    ("0.5.14", None, ("--tp", "8"), "ok", ""),  # fixed upstream (sgl-project/sglang#28343)
-    ("0.5.4.post1", None, ("--tp", "8"), "ok", ""),  # no DeepSeek capture at all: setup says so
-    ("0.5.10", "applied", ("--tp", "8"), "ok", ""),
-    ("0.5.10", "upstream", ("--tp", "8"), "ok", ""),
-    ("0.5.10", "pending", ("--tp", "8"), "problem", "run 'patcher apply --engine sglang', or add --enforce"),
-    ("0.5.12", "conflict", ("--tp", "8"), "problem", "add --enforce-disable-flashinfer-allreduce-fusion"),
+def _target(arch: str):
+    from patcher.drafter.configs import parse_target_config
+
+    return parse_target_config({"architectures": [arch], "model_type": "x", "hidden_size": 8,
+                                "num_hidden_layers": 61}, Path("config.json"))
+
+
+K25, V3 = "KimiK25ForConditionalGeneration", "DeepseekV3ForCausalLM"
+
+
+@pytest.mark.parametrize(("version", "state", "arch", "extra", "level", "in_hint"), [
+    ("0.5.9", None, K25, ("--tp", "8"), "problem", "use sglang 0.5.10 or newer with --enforce-disable"),
+    ("0.5.10", None, K25, ("--tp", "8"), "problem", "add --enforce-disable-flashinfer-allreduce-fusion"),
+    ("0.5.10", None, K25, ("--tp", "8", "--enforce-disable-flashinfer-allreduce-fusion"), "ok", ""),
+    ("0.5.10", None, K25, ("--tp", "1"), "ok", ""),
+    ("0.5.10", None, K25, ("--tp", "8", "--enable-dp-attention"), "ok", ""),  # never auto-enabled with DP attention
+    ("0.5.10", None, K25, ("--tp", "8", "--enable-dp-attention", "--enable-flashinfer-allreduce-fusion"), "problem", ""),
+    ("0.5.10", None, K25, (), "ok", ""),  # TP defaults to 1
+    ("0.5.8", None, K25, ("--tp", "8"), "ok", ""),  # K2.5 joins the auto-enable list in 0.5.9
+    ("0.5.8", None, K25, ("--tp", "8", "--enable-flashinfer-allreduce-fusion"), "problem", "use sglang 0.5.10"),
+    ("0.5.5", None, V3, ("--tp", "8"), "problem", ""),  # DeepSeek-V3 on SM100
+    ("0.5.5", None, "LlamaForCausalLM", ("--tp", "8"), "ok", ""),
+    ("0.5.10", None, None, ("--tp", "8"), "hint", ""),  # the target's config not read: cannot tell
+    ("0.5.14", None, K25, ("--tp", "8"), "ok", ""),  # fixed upstream (sgl-project/sglang#28343)
+    ("0.5.14", None, K25, ("--tp", "8", "--enforce-disable-flashinfer-allreduce-fusion"), "problem", "leave it out"),
+    ("0.5.9", None, K25, ("--tp", "8", "--enforce-disable-flashinfer-allreduce-fusion"), "problem",
+     "use sglang 0.5.10 or newer with it"),
+    ("0.5.4.post1", None, V3, ("--tp", "8"), "ok", ""),  # no DeepSeek capture at all: setup says so
+    ("0.5.10", "applied", K25, ("--tp", "8"), "ok", ""),
+    ("0.5.10", "upstream", K25, ("--tp", "8"), "ok", ""),
+    ("0.5.10", "pending", K25, ("--tp", "8"), "problem", "run 'patcher apply --engine sglang', or add --enforce"),
+    ("0.5.12", "conflict", K25, ("--tp", "8"), "problem", "add --enforce-disable-flashinfer-allreduce-fusion"),
 ])
-def test_sglang_fused_allreduce_capture(version, state, extra, level, in_hint) -> None:
-    (f,) = _fusion_findings(_sglang(version, state), _sglang_cmd(*extra))
+def test_sglang_fused_allreduce_capture(version, state, arch, extra, level, in_hint) -> None:
+    target = _target(arch) if arch else None
+    (f,) = _fusion_findings(_sglang(version, state), _sglang_cmd(*extra), target)
     assert (f.code, f.level) == ("launch.allreduce_fusion", level)
     assert in_hint in f.hint
     if state is not None:
-        assert f"sglang/{launch_facts.FUSED_CAPTURE_FAMILY} is {state}" in f.message
+        assert f"sglang/{launch_facts.FUSED_CAPTURE_FAMILY} {state}" in f.message
 
 
 def test_explicit_fusion_flag_is_named_in_the_problem() -> None:
-    (f,) = _fusion_findings(_sglang("0.5.9"), _sglang_cmd("--tp", "8", "--enable-flashinfer-allreduce-fusion"))
-    assert f.level == "problem" and "--enable-flashinfer-allreduce-fusion is given" in f.message
+    (f,) = _fusion_findings(_sglang("0.5.9"), _sglang_cmd("--tp", "8", "--enable-flashinfer-allreduce-fusion"),
+                            _target(K25))
+    assert f.level == "problem" and "(--enable-flashinfer-allreduce-fusion is given)" in f.message
     assert f.found == "--tp 8, --enable-flashinfer-allreduce-fusion"
+
+
+def test_auto_fusion_names_the_target_and_the_gpus() -> None:
+    (f,) = _fusion_findings(_sglang("0.5.9"), _sglang_cmd("--tp", "8"), _target(K25))
+    assert f.message.startswith("TP 8 with the FlashInfer allreduce fusion (sglang 0.5.9 turns it on by itself "
+                                "for a KimiK25ForConditionalGeneration target on SM90/SM100 GPUs")
+    (f,) = _fusion_findings(_sglang("0.5.6"), _sglang_cmd("--tp", "8"), _target(V3))
+    assert "DeepseekV3ForCausalLM target on SM100 GPUs" in f.message
 
 
 # --- on the published trees ----------------------------------------------------------------------
@@ -405,3 +433,29 @@ def test_fusion_disable_flag_from_0_5_10_on_every_cached_release() -> None:
 def test_sglang_spec_v2_default_read_from_environ_py(version: str, read: bool, default: str | None) -> None:
     var = launch_facts.env_vars("sglang", wheels.tree("sglang", version))[launch_facts.SPEC_V2_ENV]
     assert (var.read, var.default) == (read, default)
+
+
+def _auto_enable_block(text: str) -> str:
+    """The source of the first auto-enable of the fusion, from the model_arch test above it."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "enable_flashinfer_allreduce_fusion = True" in line)
+    start = next(i for i in range(at, -1, -1) if "model_arch" in lines[i] and "in" in lines[i + 1] + lines[i])
+    return "\n".join(lines[start:at])
+
+
+@pytest.mark.wheels
+def test_auto_fusion_targets_and_gpus_on_every_cached_release_in_the_window() -> None:
+    seen = 0
+    for version, tree in _cached("sglang"):
+        if not launch_facts.fused_capture_bug_by_version(version):
+            continue
+        seen += 1
+        block = _auto_enable_block((tree / "sglang" / "srt" / "server_args.py").read_text())
+        for arch in (V3, K25):
+            gpus = launch_facts.auto_fusion_gpus(version, arch)
+            assert (f'"{arch}"' in block) == (gpus is not None), (version, arch)
+            if gpus == "SM90/SM100":
+                assert "is_sm90_supported()" in block, (version, arch)
+            elif gpus == "SM100":
+                assert "is_sm100_supported()" in block and "is_sm90_supported() or" not in block, (version, arch)
+    assert seen >= 10
