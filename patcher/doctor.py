@@ -53,8 +53,15 @@ class DoctorReport:
 
 def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None = None,
              probes: bool = False, environ: dict[str, str] | None = None) -> DoctorReport:
-    opts = actions.Options(python=python, site=site, probes=probes)
     launch: list[Finding] = []
+    if python is None and site is None and cmd.python is not None:
+        if Path(cmd.python).exists():
+            python = cmd.python  # the environment the command itself runs in
+        else:
+            launch.append(problem("launch.python", f"the command's interpreter {cmd.python} does not exist",
+                                  wanted="an existing interpreter", found="missing",
+                                  hint="fix the path, or pass --python for the environment that runs the server"))
+    opts = actions.Options(python=python, site=site, probes=probes)
     try:
         report = actions.verify(cmd.engine, opts)
     except NotInstalled as missing:
@@ -66,8 +73,9 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     install = report.install
     located_by = f" --python {python}" if python else f" --site {site}" if site else ""
     release = replace(from_install(install), located_by=located_by)
-    launch.append(ok("launch.engine", f"the command starts {cmd.engine}; {release.label()} is installed at "
-                                      f"{install.site}"))
+    by = f" (located by {python}, the command's interpreter)" if python and python == cmd.python else ""
+    launch.insert(0, ok("launch.engine", f"the command starts {cmd.engine}; {release.label()} is installed at "
+                                         f"{install.site}{by}"))
     env = effective_env(cmd, environ)
     variables = launch_facts.env_vars(cmd.engine, install.site)
     launch += _env_findings(variables, env, cmd)

@@ -55,6 +55,7 @@ class LaunchCommand:
     drafter: str | None = None
     tp: int | None = None  # None: not given (the engine's default, 1)
     tp_text: str | None = None  # as written, when it is not a whole number
+    python: str | None = None  # the interpreter the command names by path (/venv/bin/python, /venv/bin/vllm)
 
     @property
     def flags(self) -> str:
@@ -129,7 +130,19 @@ def parse(command: list[str]) -> LaunchCommand:
         except ValueError:
             tp_text = tp_values[-1]
     drafter = _drafter(engine, argv)
-    return LaunchCommand(engine, tuple(argv), tuple(command), env, target, drafter, tp, tp_text)
+    return LaunchCommand(engine, tuple(argv), tuple(command), env, target, drafter, tp, tp_text, _interpreter(words[0]))
+
+
+def _interpreter(word: str) -> str | None:
+    """The interpreter a command names by path: ``/venv/bin/python`` itself, or the ``python``
+    beside ``/venv/bin/vllm`` (the console script runs with it). A bare name is whatever PATH
+    finds when the server starts: not ours to guess."""
+    path = PurePath(word)
+    if len(path.parts) < 2:
+        return None
+    if _is_python(word):
+        return word
+    return str(path.with_name("python"))
 
 
 def _engine_of(words: list[str]) -> tuple[str | None, list[str], str | None]:

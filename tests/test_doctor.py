@@ -459,3 +459,41 @@ def test_auto_fusion_targets_and_gpus_on_every_cached_release_in_the_window() ->
             elif gpus == "SM100":
                 assert "is_sm100_supported()" in block and "is_sm90_supported() or" not in block, (version, arch)
     assert seen >= 10
+
+
+def test_the_commands_interpreter_is_read_from_its_path() -> None:
+    assert parse(["/venv/bin/python3.11", "-m", "sglang.launch_server", "--model-path", "m"]).python == \
+        "/venv/bin/python3.11"
+    assert parse(["/venv/bin/vllm", "serve", "m"]).python == "/venv/bin/python"
+    assert parse(["vllm", "serve", "m"]).python is None  # PATH decides at start-up: not guessed
+
+
+def _wrapper_python(folder: Path, site: Path) -> Path:
+    """An interpreter of an environment that has ``site``: this python with the tree on its path."""
+    import sys
+
+    folder.mkdir(parents=True)
+    script = folder / "python"
+    script.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {Path(sys.executable).resolve()} "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.wheels
+def test_the_engine_is_located_by_the_commands_interpreter(tmp_path: Path) -> None:
+    python = _wrapper_python(tmp_path / "venv" / "bin", wheels.tree("vllm", "0.15.1"))
+    code, doc = doctor_json("--", str(python.with_name("vllm")), "serve", "org/m")
+    assert (code, doc["engine"]["version"]) == (1, "0.15.1")  # this interpreter has no vLLM: found there
+    assert by_code(doc)["launch.engine"]["message"].endswith(f"(located by {python}, the command's interpreter)")
+
+
+@pytest.mark.wheels
+def test_a_missing_interpreter_in_the_command_is_a_reason(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(wheels.tree("vllm", "0.15.1")))  # this interpreter has the engine
+    missing = tmp_path / "gone" / "bin" / "vllm"
+    code, doc = doctor_json("--", str(missing), "serve", "org/m")
+    f = by_code(doc)["launch.python"]
+    assert (code, f["level"]) == (1, "problem")
+    assert f["message"] == f"the command's interpreter {missing.with_name('python')} does not exist"
+    code, doc = doctor_json("--site", str(wheels.tree("vllm", "0.15.1")), "--", str(missing), "serve", "org/m")
+    assert "launch.python" not in by_code(doc)  # --site names the environment: the command's path is not read
