@@ -497,3 +497,35 @@ def test_a_missing_interpreter_in_the_command_is_a_reason(tmp_path: Path, monkey
     assert f["message"] == f"the command's interpreter {missing.with_name('python')} does not exist"
     code, doc = doctor_json("--site", str(wheels.tree("vllm", "0.15.1")), "--", str(missing), "serve", "org/m")
     assert "launch.python" not in by_code(doc)  # --site names the environment: the command's path is not read
+
+
+@pytest.mark.wheels
+def test_unreadable_drafter_and_target_are_reasons_not_crashes(tmp_path: Path) -> None:
+    drafter, target = tmp_path / "drafter", tmp_path / "target"
+    drafter.mkdir()
+    target.mkdir()
+    (drafter / "config.json").write_text("{not json")
+    (target / "config.json").write_text("[1, 2]")
+    code, doc = doctor_json("--site", str(wheels.tree("vllm", "0.15.1")), "--", "vllm", "serve", str(target),
+                            "--speculative-config", vllm_spec(drafter))
+    f = by_code(doc)
+    assert (code, f["drafter.unreadable"]["level"], f["launch.target"]["level"]) == (1, "problem", "problem")
+    assert f["launch.target"]["message"].startswith("the target's config cannot be read: ")
+    assert f["drafter.unreadable"]["message"].startswith("the drafter cannot be read: ")
+
+
+def test_no_engine_where_site_points_is_exit_2(tmp_path: Path) -> None:
+    code, out, err = cli("doctor", "--json", "--site", str(tmp_path), "--", "vllm", "serve", "org/m")
+    assert (code, json.loads(out)["exit"]) == (2, 2)
+    assert err.startswith("error: ")
+
+
+@pytest.mark.wheels
+def test_probes_run_only_when_asked(tmp_path: Path) -> None:
+    site = _applied(tmp_path, "sglang", "0.5.10")
+    argv = ("--site", str(site), "--", *_sglang_launch(tmp_path, "--tp", "1"))
+    _, quiet = doctor_json(*argv)
+    _, probed = doctor_json("--probes", *argv)
+    assert all(not fam["probes"] for fam in quiet["verify"]["families"])
+    ran = [p for fam in probed["verify"]["families"] for p in fam["probes"]]
+    assert ran and all(p["status"] in ("passed", "not importable") for p in ran)
