@@ -94,6 +94,7 @@ def env_vars(engine: str, site: Path | None) -> dict[str, EnvVar]:
     """The variables doctor cares about, as the install's envs.py / environ.py declares them."""
     if site is None:
         return {}
+    names: tuple[str, ...]
     if engine == "vllm":
         declared, names = _getenv_defaults(site / "vllm" / "envs.py"), VLLM_ENV
     else:

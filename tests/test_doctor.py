@@ -173,7 +173,8 @@ K25, V3 = "KimiK25ForConditionalGeneration", "DeepseekV3ForCausalLM"
     ("0.5.10", None, K25, ("--tp", "8", "--enforce-disable-flashinfer-allreduce-fusion"), "ok", ""),
     ("0.5.10", None, K25, ("--tp", "1"), "ok", ""),
     ("0.5.10", None, K25, ("--tp", "8", "--enable-dp-attention"), "ok", ""),  # never auto-enabled with DP attention
-    ("0.5.10", None, K25, ("--tp", "8", "--enable-dp-attention", "--enable-flashinfer-allreduce-fusion"), "problem", ""),
+    ("0.5.10", None, K25, ("--tp", "8", "--enable-dp-attention", "--enable-flashinfer-allreduce-fusion"),
+     "problem", ""),
     ("0.5.10", None, K25, (), "ok", ""),  # TP defaults to 1
     ("0.5.8", None, K25, ("--tp", "8"), "ok", ""),  # K2.5 joins the auto-enable list in 0.5.9
     ("0.5.8", None, K25, ("--tp", "8", "--enable-flashinfer-allreduce-fusion"), "problem", "use sglang 0.5.10"),
@@ -339,7 +340,8 @@ def _default_v2_architectures(tree: Path) -> frozenset[str] | None:
     import ast
 
     for node in ast.parse((tree / "vllm" / "config" / "vllm.py").read_text()).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES":
+        name = getattr(node.targets[0], "id", "") if isinstance(node, ast.Assign) else ""
+        if isinstance(node, ast.Assign) and name == "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES":
             return frozenset(ast.literal_eval(node.value.args[0]))
     return None
 
