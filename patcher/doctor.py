@@ -46,6 +46,11 @@ class DoctorReport:
         out += [f"{f.code}: {f.message}" for f in self.findings() if f.level == PROBLEM]
         return out
 
+    def next_steps(self) -> list[str]:
+        """Commands that clear verify's reasons: apply, where families are pending or lost."""
+        todo = [s for s in self.verify.statuses if s.state.value in ("pending", "lost")]
+        return [self.release.apply_command()] if todo else []
+
     @property
     def exit_code(self) -> int:
         return 1 if self.reasons() else 0

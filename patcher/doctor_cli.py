@@ -72,7 +72,7 @@ def _mismatch(exc: doctor.EngineMismatch, command: list[str], as_json_: bool, ou
     if as_json_:
         print(json.dumps({"schema": doctor.SCHEMA, "command": command, "engine": None, "verify": None,
                           "findings": [], "counts": {level: 0 for level in LEVELS}, "verdict": "no-go",
-                          "reasons": [exc.what], "exit": 1}, indent=2), file=out)
+                          "reasons": [exc.what], "next": [], "exit": 1}, indent=2), file=out)
         return 1
     for line in exc.lines():
         print(line.replace("error: ", "no-go: ", 1), file=out)
@@ -95,7 +95,7 @@ def as_json(r: doctor.DoctorReport) -> dict:
         "verify": as_dict(r.verify, False),
         "findings": [f.to_json() for f in findings],
         "counts": {level: sum(f.level == level for f in findings) for level in LEVELS},
-        "verdict": "no-go" if code else "go", "reasons": r.reasons(), "exit": code,
+        "verdict": "no-go" if code else "go", "reasons": r.reasons(), "next": r.next_steps(), "exit": code,
     }
 
 
@@ -128,6 +128,7 @@ def as_lines(r: doctor.DoctorReport) -> list[str]:
     n_problem = sum(f.level == PROBLEM for f in findings)
     n_hint = sum(f.level == "hint" for f in findings)
     reasons = r.reasons()
+    out += [f"next:    {step}" for step in r.next_steps()]
     out.append(f"verdict: {'no-go' if reasons else 'go'} ({n_problem} problem(s), {n_hint} hint(s), "
                f"{len(findings) - n_problem - n_hint} ok)")
     if reasons:

@@ -238,6 +238,7 @@ def test_vllm_as_published_is_no_go_with_verify_reasons(tmp_path: Path) -> None:
     assert doc["reasons"] == ["vllm/eagle3-target-whitelist is pending", "vllm/mla-aux-capture is pending",
                               "vllm/sm120-allreduce-fusion is pending"]
     assert doc["verify"]["action"] == "verify" and all(not f["probes"] for f in doc["verify"]["families"])
+    assert doc["next"] == [f"patcher apply --engine vllm --site {wheels.tree('vllm', '0.15.1')}"]
     f = by_code(doc)
     assert f["launch.runner"]["message"] == ("the v1 model runner: VLLM_USE_V2_MODEL_RUNNER is not set "
                                              "(default '0')")
@@ -251,6 +252,7 @@ def test_vllm_patched_is_go(tmp_path: Path) -> None:
     code, out, err = cli("doctor", "--site", str(site), "--", *_vllm_launch(tmp_path))
     assert (code, err) == (0, ""), out
     assert out.splitlines()[-1].startswith("verdict: go (0 problem(s)")
+    assert "next:" not in out
     assert "  ok       launch.runner: the v1 model runner" in out
 
 
