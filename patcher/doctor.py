@@ -85,6 +85,10 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     variables = launch_facts.env_vars(cmd.engine, install.site)
     launch += _env_findings(variables, env, cmd)
     launch += _path_findings(cmd)
+    if cmd.values("--config"):
+        launch.append(hint("launch.config", f"options in --config {cmd.values('--config')[-1]} are not read here: "
+                           "doctor judges only what the command line says",
+                           hint="put the options doctor reads (model, drafter, TP, speculative flags) on the line"))
     target = _target_config(cmd, launch)
     if cmd.tp_text is not None:
         launch.append(problem("launch.tp", f"the tensor-parallel size {cmd.tp_text!r} is not a whole number: "

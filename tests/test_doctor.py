@@ -291,7 +291,8 @@ def test_missing_paths_and_bad_tp_are_each_a_reason(tmp_path: Path) -> None:
         "problem", "problem", "problem")
     assert f"launch.drafter: the drafter folder {tmp_path / 'gone'} does not exist: the server stops at load" \
         in doc["reasons"]
-    hub = doctor_json("--site", site, "--", "vllm", "serve", "moonshotai/Kimi-K2-Instruct")[1]
+    hub = doctor_json("--site", site, "--", "vllm", "serve", "moonshotai/Kimi-K2-Instruct", "--config", "c.yaml")[1]
+    assert by_code(hub)["launch.config"]["level"] == "hint"
     assert by_code(hub)["launch.target"]["level"] == "hint"
     assert by_code(hub)["launch.drafter"]["level"] == "hint"
 
