@@ -43,7 +43,7 @@ KIMI_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalG
 
 # SGLang ----------------------------------------------------------------------------------------
 # The speculative worker: EAGLEWorkerV2 (overlap scheduling) when on; declared in sglang/srt/environ.py
-# from 0.5.4.post1, on by default from 0.5.11.
+# from 0.5.4.post1, on by default from 0.5.11, removed in 0.5.14 (the V2 worker always runs).
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 SGLANG_ENV = (SPEC_V2_ENV,)
 FUSED_CAPTURE_FAMILY = "eagle3-fused-allreduce-capture"

@@ -309,67 +309,6 @@ def test_another_engine_than_installed_is_no_go(tmp_path: Path) -> None:
 
 
 @pytest.mark.wheels
-@pytest.mark.parametrize("version", ["0.11.2", "0.12.0", "0.16.0", "0.17.0", "0.21.0", "0.22.0", "0.29.0"])
-def test_env_defaults_read_from_the_published_envs_py(version: str) -> None:
-    got = launch_facts.env_vars("vllm", wheels.tree("vllm", version))
-    v2, fi = got[launch_facts.V2_RUNNER_ENV], got[launch_facts.FLASHINFER_ALLREDUCE_ENV]
-    v = Version(version)
-    assert (v2.read, v2.default) == ((False, None) if v < Version("0.12.0") else (True, "0") if v < Version("0.22.0")
-                                     else (True, None))
-    assert (fi.read, fi.default) == ((False, None) if v < Version("0.17.0") else (True, "0") if v < Version("0.29.0")
-                                     else (True, "1"))  # on by default from 0.29.0
-
-
-def _cached(engine: str) -> list[tuple[Version, Path]]:
-    return sorted((Version(p.name.split("-", 1)[1]), p) for p in wheels.TREES.glob(f"{engine}-*")
-                  if not p.name.endswith(".partial") and (p / ".complete").exists())
-
-
-@pytest.mark.wheels
-def test_v2_runner_feeds_eagle3_aux_states_from_0_17_0_on_every_cached_release() -> None:
-    seen = 0
-    for version, tree in _cached("vllm"):
-        runner = tree / "vllm" / "v1" / "worker" / "gpu" / "model_runner.py"
-        if not runner.exists():
-            assert version < Version("0.12.0")
-            continue
-        seen += 1
-        feeds = "set_eagle3_aux_hidden_state_layers" in runner.read_text()
-        assert feeds == (version >= launch_facts.V2_RUNNER_EAGLE3_SINCE), version
-    assert seen >= 2
-
-
-def _default_v2_architectures(tree: Path) -> frozenset[str] | None:
-    import ast
-
-    for node in ast.parse((tree / "vllm" / "config" / "vllm.py").read_text()).body:
-        name = getattr(node.targets[0], "id", "") if isinstance(node, ast.Assign) else ""
-        if isinstance(node, ast.Assign) and name == "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES":
-            return frozenset(ast.literal_eval(node.value.args[0]))
-    return None
-
-
-@pytest.mark.wheels
-def test_v2_runner_default_for_kimi_targets_from_0_29_0_on_every_cached_release() -> None:
-    """0.22.0-0.28.0 choose v2 by an architecture list without DeepSeek-V3/Kimi; 0.29.0+ for every model."""
-    import ast
-
-    seen = set()
-    for version, tree in _cached("vllm"):
-        if version < Version("0.22.0"):
-            continue
-        source = (tree / "vllm" / "config" / "vllm.py").read_text()
-        fn = next(n for n in ast.walk(ast.parse(source))
-                  if isinstance(n, ast.FunctionDef) and n.name == "use_v2_model_runner")
-        by_architecture = "_is_default_v2_model_runner_model" in ast.unparse(fn)
-        assert by_architecture == (version < launch_facts.V2_RUNNER_DEFAULT_SINCE), version
-        if by_architecture:
-            assert not (_default_v2_architectures(tree) or frozenset()) & launch_facts.KIMI_ARCHITECTURES, version
-        seen.add(by_architecture)
-    assert seen == {True, False}
-
-
-@pytest.mark.wheels
 def test_vllm_0_29_picks_v2_for_a_kimi_launch(tmp_path: Path) -> None:
     code, doc = doctor_json("--site", str(wheels.tree("vllm", "0.29.0")), "--", *_vllm_launch(tmp_path))
     runner = by_code(doc)["launch.runner"]
@@ -414,56 +353,6 @@ def test_sglang_0_5_9_as_published_lists_every_reason(tmp_path: Path) -> None:
     pending = [r for r in doc["reasons"] if r.endswith(" is pending")]
     assert pending and all(r.startswith("sglang/") for r in pending)
     assert f"launch.allreduce_fusion: {fusion['message']}" in doc["reasons"]
-
-
-@pytest.mark.wheels
-def test_fusion_disable_flag_from_0_5_10_on_every_cached_release() -> None:
-    seen = set()
-    for version, tree in _cached("sglang"):
-        args = tree / "sglang" / "srt" / "server_args.py"
-        if not args.exists():
-            continue
-        text = args.read_text()
-        has = f'"{launch_facts.FUSION_DISABLE_FLAG}"' in text
-        assert has == launch_facts.has_fusion_disable_flag(version), version
-        if launch_facts.fused_capture_bug_by_version(version):  # every auto-enable needs DP attention off
-            assert "not self.enable_dp_attention" in text, version
-        seen.add(has)
-    assert seen == {True, False}
-
-
-@pytest.mark.wheels
-@pytest.mark.parametrize(("version", "read", "default"), [
-    ("0.5.4", False, None), ("0.5.4.post1", True, "False"), ("0.5.10.post1", True, "False"), ("0.5.11", True, "True")])
-def test_sglang_spec_v2_default_read_from_environ_py(version: str, read: bool, default: str | None) -> None:
-    var = launch_facts.env_vars("sglang", wheels.tree("sglang", version))[launch_facts.SPEC_V2_ENV]
-    assert (var.read, var.default) == (read, default)
-
-
-def _auto_enable_block(text: str) -> str:
-    """The source of the first auto-enable of the fusion, from the model_arch test above it."""
-    lines = text.splitlines()
-    at = next(i for i, line in enumerate(lines) if "enable_flashinfer_allreduce_fusion = True" in line)
-    start = next(i for i in range(at, -1, -1) if "model_arch" in lines[i] and "in" in lines[i + 1] + lines[i])
-    return "\n".join(lines[start:at])
-
-
-@pytest.mark.wheels
-def test_auto_fusion_targets_and_gpus_on_every_cached_release_in_the_window() -> None:
-    seen = 0
-    for version, tree in _cached("sglang"):
-        if not launch_facts.fused_capture_bug_by_version(version):
-            continue
-        seen += 1
-        block = _auto_enable_block((tree / "sglang" / "srt" / "server_args.py").read_text())
-        for arch in (V3, K25):
-            gpus = launch_facts.auto_fusion_gpus(version, arch)
-            assert (f'"{arch}"' in block) == (gpus is not None), (version, arch)
-            if gpus == "SM90/SM100":
-                assert "is_sm90_supported()" in block, (version, arch)
-            elif gpus == "SM100":
-                assert "is_sm100_supported()" in block and "is_sm90_supported() or" not in block, (version, arch)
-    assert seen >= 10
 
 
 def test_the_commands_interpreter_is_read_from_its_path() -> None:

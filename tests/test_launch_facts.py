@@ -1,0 +1,128 @@
+"""patcher/launch_facts.py against the published wheels: every constant, release by release.
+
+The default tier reads the releases on each side of every boundary a constant claims; the rest
+of the covered releases run with ``pytest --full`` (tests/conftest.py). Each test reads the
+release's own files (envs.py, environ.py, config/vllm.py, server_args.py, the v2 model runner).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from patcher import launch_facts, matrix
+from patcher.maintainer import wheels
+
+# The releases on each side of every boundary in launch_facts (and the newest covered one).
+SAMPLE = {
+    "vllm": {"0.11.2", "0.12.0", "0.16.0", "0.17.0", "0.21.0", "0.22.0", "0.28.0", "0.29.0", "0.33.0"},
+    "sglang": {"0.5.4.post1", "0.5.4.post2", "0.5.6.post2", "0.5.7", "0.5.8.post1", "0.5.9", "0.5.10",
+               "0.5.10.post1", "0.5.11", "0.5.13.post1", "0.5.14", "0.5.23"},
+}
+
+
+def releases(engine: str, since: str = "0", below: str | None = None) -> list:
+    out = []
+    for version in matrix.releases(engine):
+        v = Version(version)
+        if v < Version(since) or (below is not None and v >= Version(below)):
+            continue
+        marks = () if version in SAMPLE[engine] else (pytest.mark.full,)
+        out.append(pytest.param(engine, version, marks=marks, id=f"{engine}-{version}"))
+    return out
+
+
+def test_the_sample_is_made_of_covered_releases() -> None:
+    for engine, versions in SAMPLE.items():
+        assert versions <= set(matrix.releases(engine)), engine
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize(("engine", "version"), releases("vllm"))
+def test_vllm_env_defaults(engine: str, version: str) -> None:
+    got = launch_facts.env_vars(engine, wheels.tree(engine, version))
+    v2, fi = got[launch_facts.V2_RUNNER_ENV], got[launch_facts.FLASHINFER_ALLREDUCE_ENV]
+    v = Version(version)
+    # VLLM_USE_V2_MODEL_RUNNER: from 0.12.0, "0" until 0.21.0, tri-state (None) from 0.22.0
+    assert (v2.read, v2.default) == ((False, None) if v < Version("0.12.0") else (True, "0") if v < Version("0.22.0")
+                                     else (True, None))
+    # VLLM_ALLREDUCE_USE_FLASHINFER: from 0.17.0, on by default from 0.29.0
+    assert (fi.read, fi.default) == ((False, None) if v < Version("0.17.0") else (True, "0") if v < Version("0.29.0")
+                                     else (True, "1"))
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize(("engine", "version"), releases("vllm", since="0.12.0"))
+def test_v2_runner_feeds_eagle3_aux_states_from_0_17_0(engine: str, version: str) -> None:
+    runner = wheels.tree(engine, version) / "vllm" / "v1" / "worker" / "gpu" / "model_runner.py"
+    feeds = "set_eagle3_aux_hidden_state_layers" in runner.read_text()
+    assert feeds == (Version(version) >= launch_facts.V2_RUNNER_EAGLE3_SINCE)
+
+
+def _default_v2_architectures(tree: Path) -> frozenset[str]:
+    for node in ast.parse((tree / "vllm" / "config" / "vllm.py").read_text()).body:
+        name = getattr(node.targets[0], "id", "") if isinstance(node, ast.Assign) else ""
+        if isinstance(node, ast.Assign) and name == "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES":
+            return frozenset(ast.literal_eval(node.value.args[0]))  # type: ignore[attr-defined]
+    return frozenset()
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize(("engine", "version"), releases("vllm", since="0.22.0"))
+def test_v2_runner_default_by_architecture_until_0_29_0(engine: str, version: str) -> None:
+    """0.22.0-0.28.0 choose v2 by an architecture list without DeepSeek-V3/Kimi; 0.29.0+ for every model."""
+    tree = wheels.tree(engine, version)
+    source = (tree / "vllm" / "config" / "vllm.py").read_text()
+    fn = next(n for n in ast.walk(ast.parse(source))
+              if isinstance(n, ast.FunctionDef) and n.name == "use_v2_model_runner")
+    by_architecture = "_is_default_v2_model_runner_model" in ast.unparse(fn)
+    assert by_architecture == (Version(version) < launch_facts.V2_RUNNER_DEFAULT_SINCE)
+    if by_architecture:
+        assert not _default_v2_architectures(tree) & launch_facts.KIMI_ARCHITECTURES
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize(("engine", "version"), releases("sglang"))
+def test_sglang_spec_v2_env_default(engine: str, version: str) -> None:
+    var = launch_facts.env_vars(engine, wheels.tree(engine, version))[launch_facts.SPEC_V2_ENV]
+    v = Version(version)
+    # declared 0.5.4.post1-0.5.13.post1, on by default from 0.5.11; 0.5.14 removed it (the V2 worker always runs)
+    assert (var.read, var.default) == ((False, None) if v < Version("0.5.4.post1") else (True, "False")
+                                       if v < Version("0.5.11") else (True, "True") if v < Version("0.5.14")
+                                       else (False, None))
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize(("engine", "version"), releases("sglang"))
+def test_fusion_disable_flag_in_0_5_10_to_0_5_13_post1(engine: str, version: str) -> None:
+    args = wheels.tree(engine, version) / "sglang" / "srt" / "server_args.py"
+    has = args.exists() and f'"{launch_facts.FUSION_DISABLE_FLAG}"' in args.read_text()
+    assert has == launch_facts.has_fusion_disable_flag(Version(version))
+
+
+def _auto_enable_block(text: str) -> str:
+    """The source of the first auto-enable of the fusion, from the model_arch test above it."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "enable_flashinfer_allreduce_fusion = True" in line)
+    start = next(i for i in range(at, -1, -1) if "model_arch" in lines[i] and "in" in lines[i + 1] + lines[i])
+    return "\n".join(lines[start:at])
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize(("engine", "version"), releases("sglang", since="0.5.4.post2", below="0.5.14"))
+def test_auto_fusion_targets_and_gpus(engine: str, version: str) -> None:
+    v = Version(version)
+    assert launch_facts.fused_capture_bug_by_version(v)
+    text = (wheels.tree(engine, version) / "sglang" / "srt" / "server_args.py").read_text()
+    block = _auto_enable_block(text)
+    assert "not self.enable_dp_attention" in block  # doctor's DP-attention exemption
+    for arch in sorted(launch_facts.KIMI_ARCHITECTURES):
+        gpus = launch_facts.auto_fusion_gpus(v, arch)
+        assert (f'"{arch}"' in block) == (gpus is not None), arch
+        if gpus == "SM90/SM100":
+            assert "is_sm90_supported()" in block, arch
+        elif gpus == "SM100":
+            assert "is_sm100_supported()" in block and "is_sm90_supported() or" not in block, arch
