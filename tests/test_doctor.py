@@ -423,3 +423,13 @@ def test_probes_run_only_when_asked(tmp_path: Path) -> None:
     assert all(not fam["probes"] for fam in quiet["verify"]["families"])
     ran = [p for fam in probed["verify"]["families"] for p in fam["probes"]]
     assert ran and all(p["status"] in ("passed", "not importable") for p in ran)
+
+
+@pytest.mark.wheels
+def test_the_drafter_check_reads_the_commands_own_flags(tmp_path: Path) -> None:
+    launch = [a if a != "EAGLE3" else "EAGLE" for a in _sglang_launch(tmp_path, "--tp", "1")]
+    code, doc = doctor_json("--site", str(wheels.tree("sglang", "0.5.9")), "--", *launch)
+    algo = by_code(doc)["flags.algorithm"]
+    assert (code, algo["level"], algo["found"]) == (1, "problem", "--speculative-algorithm EAGLE")
+    assert f"flags.algorithm: {algo['message']}" in doc["reasons"]
+    assert "flags.draft_path" not in by_code(doc)  # the drafter checked is the one the command names
