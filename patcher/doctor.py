@@ -81,6 +81,10 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     by = f" (located by {python}, the command's interpreter)" if python and python == cmd.python else ""
     launch.insert(0, ok("launch.engine", f"the command starts {cmd.engine}; {release.label()} is installed at "
                                          f"{install.site}{by}"))
+    if cmd.entry == "sglang serve" and install.version < launch_facts.SGLANG_SERVE_SINCE:
+        launch.append(problem("launch.entry", f"{release.label()} has no 'sglang serve' (from "
+                              f"{launch_facts.SGLANG_SERVE_SINCE}): the command does not start",
+                              wanted="python -m sglang.launch_server ...", found="sglang serve"))
     env = effective_env(cmd, environ)
     variables = launch_facts.env_vars(cmd.engine, install.site)
     launch += _env_findings(variables, env, cmd)

@@ -48,6 +48,7 @@ class LaunchUsageError(PatcherError):
 @dataclass(frozen=True)
 class LaunchCommand:
     engine: str  # "vllm" or "sglang"
+    entry: str  # how it starts: "vllm serve", "sglang serve", or "-m <module>"
     argv: tuple[str, ...]  # the engine's own arguments (after "serve" / the module name)
     command: tuple[str, ...]  # the whole command as given, assignments included
     env: dict[str, str] = field(default_factory=dict)  # NAME=value written before the command
@@ -109,11 +110,11 @@ def parse(command: list[str]) -> LaunchCommand:
         name, value = words.pop(0).split("=", 1)
         env[name] = value
     wanted = ("vllm serve MODEL ..., python -m vllm.entrypoints.openai.api_server --model MODEL ..., "
-              "or python -m sglang.launch_server --model-path MODEL ...")
+              "python -m sglang.launch_server --model-path MODEL ..., or sglang serve --model-path MODEL ...")
     if not words:
         raise LaunchUsageError("doctor needs the server command after '--'", wanted=f"patcher doctor -- {wanted}",
                                found=shlex.join(command) or "nothing after '--'")
-    engine, argv, positional = _engine_of(words)
+    engine, argv, positional, entry = _engine_of(words)
     if engine is None:
         raise LaunchUsageError("the command after '--' is not a vLLM or SGLang server launch", wanted=wanted,
                                found=shlex.join(words)[:120],
@@ -130,7 +131,8 @@ def parse(command: list[str]) -> LaunchCommand:
         except ValueError:
             tp_text = tp_values[-1]
     drafter = _drafter(engine, argv)
-    return LaunchCommand(engine, tuple(argv), tuple(command), env, target, drafter, tp, tp_text, _interpreter(words[0]))
+    return LaunchCommand(engine, entry, tuple(argv), tuple(command), env, target, drafter, tp, tp_text,
+                         _interpreter(words[0]))
 
 
 def _interpreter(word: str) -> str | None:
@@ -145,24 +147,26 @@ def _interpreter(word: str) -> str | None:
     return str(path.with_name("python"))
 
 
-def _engine_of(words: list[str]) -> tuple[str | None, list[str], str | None]:
-    """(engine, its arguments, the positional model of ``vllm serve``)."""
+def _engine_of(words: list[str]) -> tuple[str | None, list[str], str | None, str]:
+    """(engine, its arguments, the positional model of ``vllm serve``, the entry point)."""
     head = PurePath(words[0]).name
+    if head == "sglang" and words[1:2] == ["serve"]:  # the console script, from 0.5.5
+        return "sglang", words[2:], None, "sglang serve"
     if head == "vllm" and words[1:2] == ["serve"]:
         rest = words[2:]
         if rest and not rest[0].startswith("-"):
-            return "vllm", rest[1:], rest[0]
-        return "vllm", rest, None
+            return "vllm", rest[1:], rest[0], "vllm serve"
+        return "vllm", rest, None, "vllm serve"
     if _is_python(words[0]) and "-m" in words:
         i = words.index("-m")
         module = words[i + 1] if i + 1 < len(words) else ""
         if module in VLLM_MODULES:
-            return "vllm", words[i + 2:], None
+            return "vllm", words[i + 2:], None, f"-m {module}"
         if module == "vllm.entrypoints.cli.main" and words[i + 2:i + 3] == ["serve"]:
             return _engine_of(["vllm", *words[i + 2:]])
         if module in SGLANG_MODULES:
-            return "sglang", words[i + 2:], None
-    return None, [], None
+            return "sglang", words[i + 2:], None, f"-m {module}"
+    return None, [], None, ""
 
 
 def _drafter(engine: str, argv: list[str]) -> str | None:

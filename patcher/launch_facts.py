@@ -45,6 +45,8 @@ KIMI_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalG
 # The speculative worker: EAGLEWorkerV2 (overlap scheduling) when on; declared in sglang/srt/environ.py
 # from 0.5.4.post1, on by default from 0.5.11, removed in 0.5.14 (the V2 worker always runs).
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
+# `sglang serve` (sglang/cli/serve.py, the `sglang` console script's subcommand) exists from 0.5.5.
+SGLANG_SERVE_SINCE = Version("0.5.5")
 SGLANG_ENV = (SPEC_V2_ENV,)
 FUSED_CAPTURE_FAMILY = "eagle3-fused-allreduce-capture"
 # With the FlashInfer allreduce fusion on, the DeepSeek layers captured hidden_states + residual

@@ -71,6 +71,8 @@ def test_sglang_launch_server_every_tp_spelling() -> None:
                      "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", "/m/d"])
         assert (cmd.engine, cmd.target, cmd.drafter, cmd.tp) == ("sglang", "/m/k", "/m/d", 8)
     assert parse(["python", "-m", "sglang.launch_server", "--model-path", "/m/k"]).tp is None
+    cmd = parse(["sglang", "serve", "--model-path", "/m/k", "--tp", "4"])
+    assert (cmd.engine, cmd.entry, cmd.target, cmd.tp) == ("sglang", "sglang serve", "/m/k", 4)
 
 
 def test_sglang_options_are_not_taken_with_vllm_underscore_spellings() -> None:
@@ -433,3 +435,12 @@ def test_the_drafter_check_reads_the_commands_own_flags(tmp_path: Path) -> None:
     assert (code, algo["level"], algo["found"]) == (1, "problem", "--speculative-algorithm EAGLE")
     assert f"flags.algorithm: {algo['message']}" in doc["reasons"]
     assert "flags.draft_path" not in by_code(doc)  # the drafter checked is the one the command names
+
+
+@pytest.mark.wheels
+def test_sglang_serve_before_0_5_5_does_not_start(tmp_path: Path) -> None:
+    code, doc = doctor_json("--site", str(wheels.tree("sglang", "0.5.4.post3")), "--", "sglang", "serve",
+                            "--model-path", "org/m")
+    entry = by_code(doc)["launch.entry"]
+    assert (code, entry["level"]) == (1, "problem")
+    assert entry["message"] == "sglang 0.5.4.post3 has no 'sglang serve' (from 0.5.5): the command does not start"

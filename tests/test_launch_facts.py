@@ -19,8 +19,8 @@ from patcher.maintainer import wheels
 # The releases on each side of every boundary in launch_facts (and the newest covered one).
 SAMPLE = {
     "vllm": {"0.11.2", "0.12.0", "0.16.0", "0.17.0", "0.21.0", "0.22.0", "0.28.0", "0.29.0", "0.33.0"},
-    "sglang": {"0.5.4.post1", "0.5.4.post2", "0.5.6.post2", "0.5.7", "0.5.8.post1", "0.5.9", "0.5.10",
-               "0.5.10.post1", "0.5.11", "0.5.13.post1", "0.5.14", "0.5.23"},
+    "sglang": {"0.5.4.post1", "0.5.4.post2", "0.5.4.post3", "0.5.5", "0.5.6.post2", "0.5.7", "0.5.8.post1",
+               "0.5.9", "0.5.10", "0.5.10.post1", "0.5.11", "0.5.13.post1", "0.5.14", "0.5.23"},
 }
 
 
@@ -126,3 +126,10 @@ def test_auto_fusion_targets_and_gpus(engine: str, version: str) -> None:
             assert "is_sm90_supported()" in block, arch
         elif gpus == "SM100":
             assert "is_sm100_supported()" in block and "is_sm90_supported() or" not in block, arch
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize(("engine", "version"), releases("sglang"))
+def test_sglang_serve_from_0_5_5(engine: str, version: str) -> None:
+    serve = wheels.tree(engine, version) / "sglang" / "cli" / "serve.py"
+    assert serve.exists() == (Version(version) >= launch_facts.SGLANG_SERVE_SINCE)
