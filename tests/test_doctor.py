@@ -355,6 +355,13 @@ def test_sglang_0_5_9_as_published_lists_every_reason(tmp_path: Path) -> None:
     pending = [r for r in doc["reasons"] if r.endswith(" is pending")]
     assert pending and all(r.startswith("sglang/") for r in pending)
     assert f"launch.allreduce_fusion: {fusion['message']}" in doc["reasons"]
+    (tmp_path / "again").mkdir()
+    code, out, _ = cli("doctor", "--site", str(wheels.tree("sglang", "0.5.9")), "--",
+                       *_sglang_launch(tmp_path / "again", "--tp", "8"))
+    lines = out.splitlines()
+    assert (code, lines[-1]) == (1, "exit 1: " + "; ".join(doc["reasons"]))  # the same reasons, last
+    assert lines[-2].startswith("verdict: no-go (")
+    assert lines[-3] == f"next:    patcher apply --engine sglang --site {wheels.tree('sglang', '0.5.9')}"
 
 
 def test_the_commands_interpreter_is_read_from_its_path() -> None:
