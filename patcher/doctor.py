@@ -10,6 +10,7 @@ installed) comes from ``launch_facts``. Returns a report; never prints.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -158,6 +159,10 @@ def _path_findings(cmd: LaunchCommand) -> list[Finding]:
             if what == "target":
                 out.append(problem(code, "the command names no model", wanted="--model-path T (SGLang), "
                                    "vllm serve T or --model T (vLLM)", found="(absent)"))
+            elif _speculative_flag(cmd):
+                out.append(problem(code, f"{_speculative_flag(cmd)} without a drafter path: the EAGLE-3 launch "
+                                   "has no draft model", wanted="--speculative-draft-model-path D (SGLang), "
+                                   '"model": "D" in --speculative-config (vLLM)', found="(absent)"))
             else:
                 out.append(hint(code, "the command names no drafter: speculative decoding is off, nothing of "
                                 "EAGLE-3 is checked", wanted="--speculative-draft-model-path D (SGLang), "
@@ -177,6 +182,23 @@ def _path_findings(cmd: LaunchCommand) -> list[Finding]:
             out.append(problem(code, f"the {what} folder {value} does not exist: the server stops at load",
                                wanted="an existing folder", found="missing"))
     return out
+
+
+def _speculative_flag(cmd: LaunchCommand) -> str:
+    """The EAGLE option the command gives, as written; empty when none (or another method, e.g.
+    ngram, which needs no draft model)."""
+    algos = cmd.values("--speculative-algorithm")
+    if cmd.engine == "sglang" and algos and algos[-1].upper() in ("EAGLE", "EAGLE3"):
+        return f"--speculative-algorithm {algos[-1]}"
+    configs = cmd.values("--speculative-config")
+    if cmd.engine == "vllm" and configs:
+        try:
+            spec = json.loads(configs[-1])
+        except ValueError:
+            return ""  # the drafter check's flags.speculative_config says so, when there is a drafter
+        if isinstance(spec, dict) and spec.get("method") in ("eagle", "eagle3"):
+            return f"--speculative-config {configs[-1]}"
+    return ""
 
 
 def _target_config(cmd: LaunchCommand, launch: list[Finding]) -> TargetConfig | None:

@@ -451,3 +451,16 @@ def test_sglang_serve_before_0_5_5_does_not_start(tmp_path: Path) -> None:
     entry = by_code(doc)["launch.entry"]
     assert (code, entry["level"]) == (1, "problem")
     assert entry["message"] == "sglang 0.5.4.post3 has no 'sglang serve' (from 0.5.5): the command does not start"
+
+
+@pytest.mark.wheels
+def test_speculative_flags_without_a_drafter_are_a_reason() -> None:
+    code, doc = doctor_json("--site", str(wheels.tree("sglang", "0.5.9")), "--", "python", "-m",
+                            "sglang.launch_server", "--model-path", "org/m", "--speculative-algorithm", "EAGLE3")
+    drafter = by_code(doc)["launch.drafter"]
+    assert (code, drafter["level"]) == (1, "problem")
+    assert drafter["message"].startswith("--speculative-algorithm EAGLE3 without a drafter path")
+    ngram = json.dumps({"method": "ngram", "num_speculative_tokens": 3})
+    code, doc = doctor_json("--site", str(wheels.tree("vllm", "0.15.1")), "--", "vllm", "serve", "org/m",
+                            "--speculative-config", ngram)
+    assert by_code(doc)["launch.drafter"]["level"] == "hint"  # ngram needs no draft model
