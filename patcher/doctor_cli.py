@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import traceback
 from pathlib import Path
 from typing import TextIO
 
@@ -54,6 +55,8 @@ def run(args: argparse.Namespace, command: list[str] | None, *, out: TextIO, err
     except doctor.EngineMismatch as exc:
         return _mismatch(exc, command or [], args.json, out)
     except PatcherError as exc:
+        if args.debug:
+            traceback.print_exc(file=err)
         for line in exc.lines():
             print(line, file=err)
         if args.json:
