@@ -217,7 +217,8 @@ def _runner_findings(release: Release, env: dict[str, str], variables: dict[str,
                      target: TargetConfig | None, cmd: LaunchCommand) -> list[Finding]:
     assert release.version is not None
     runner = launch_facts.vllm_runner(release.version, env, variables.get(launch_facts.V2_RUNNER_ENV),
-                                      target.architectures if target is not None else None)
+                                      target.architectures if target is not None else None,
+                                      eagle3_pp=cmd.drafter is not None and (cmd.pp or 1) > 1)
     if runner.name == "v2" and cmd.drafter is not None and release.version < launch_facts.V2_RUNNER_EAGLE3_SINCE:
         return [problem("launch.runner",
                         f"the v2 model runner ({runner.why}) hands an EAGLE-3 drafter no aux hidden states on "

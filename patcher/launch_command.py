@@ -28,11 +28,13 @@ _SPELLINGS = {
     "vllm": {
         "model": ("--model",),
         "tp": ("--tensor-parallel-size", "-tp"),
+        "pp": ("--pipeline-parallel-size", "-pp"),
         "speculative_config": ("--speculative-config",),
     },
     "sglang": {
         "model": ("--model-path", "--model"),
         "tp": ("--tensor-parallel-size", "--tp-size", "--tp"),
+        "pp": ("--pipeline-parallel-size", "--pp-size"),
         "draft": ("--speculative-draft-model-path", "--speculative-draft-model"),
         "algorithm": ("--speculative-algorithm",),
     },
@@ -57,6 +59,7 @@ class LaunchCommand:
     tp: int | None = None  # None: not given (the engine's default, 1)
     tp_text: str | None = None  # as written, when it is not a whole number
     python: str | None = None  # the interpreter the command names by path (/venv/bin/python, /venv/bin/vllm)
+    pp: int | None = None  # pipeline-parallel size; None: not given (1)
 
     @property
     def flags(self) -> str:
@@ -131,8 +134,10 @@ def parse(command: list[str]) -> LaunchCommand:
         except ValueError:
             tp_text = tp_values[-1]
     drafter = _drafter(engine, argv)
+    pp_values = _values(argv, _expand(engine, spell["pp"]))
+    pp = int(pp_values[-1]) if pp_values and pp_values[-1].isdigit() else None
     return LaunchCommand(engine, entry, tuple(argv), tuple(command), env, target, drafter, tp, tp_text,
-                         _interpreter(words[0]))
+                         _interpreter(words[0]), pp)
 
 
 def _interpreter(word: str) -> str | None:

@@ -40,6 +40,9 @@ V2_RUNNER_EAGLE3_SINCE = Version("0.17.0")
 # uses a feature v2 lacks (e.g. EAGLE-3 with pipeline parallelism).
 V2_RUNNER_DEFAULT_SINCE = Version("0.29.0")
 KIMI_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"})
+# 0.29.0 lists "EAGLE3 with pipeline parallelism" among the features v2 lacks, so such a launch
+# stays on v1 there; 0.30.0 dropped the entry.
+V2_EAGLE3_PP_FALLBACK = SpecifierSet("==0.29.0")
 
 # SGLang ----------------------------------------------------------------------------------------
 # The speculative worker: EAGLEWorkerV2 (overlap scheduling) when on; declared in sglang/srt/environ.py
@@ -172,7 +175,7 @@ class Runner:
 
 
 def vllm_runner(version: Version, env: dict[str, str], env_var: EnvVar | None,
-                target_architectures: tuple[str, ...] | None) -> Runner:
+                target_architectures: tuple[str, ...] | None, eagle3_pp: bool = False) -> Runner:
     """The runner the launch uses; "unknown" when it hangs on a target doctor cannot place."""
     if env_var is None or not env_var.read:
         return Runner("v1", f"vllm {version} has only the v1 model runner ({V2_RUNNER_ENV} is not read)")
@@ -181,6 +184,9 @@ def vllm_runner(version: Version, env: dict[str, str], env_var: EnvVar | None,
         return Runner("v2" if env_true(value) else "v1", f"{V2_RUNNER_ENV}={value}")
     if env_var.default is not None:
         return Runner("v1", f"{V2_RUNNER_ENV} is not set (default {env_var.default!r})")
+    if version >= V2_RUNNER_DEFAULT_SINCE and eagle3_pp and contains(V2_EAGLE3_PP_FALLBACK, version):
+        return Runner("v1", f"vllm {version} keeps v1 for EAGLE-3 with pipeline parallelism "
+                            "(a feature its v2 runner lacks)")
     if version >= V2_RUNNER_DEFAULT_SINCE:
         return Runner("v2", f"{V2_RUNNER_ENV} is not set and vllm {version} picks v2 for every model "
                             f"(VllmConfig.use_v2_model_runner); {V2_RUNNER_ENV}=0 keeps v1")

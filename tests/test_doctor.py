@@ -55,6 +55,7 @@ def test_vllm_serve_positional_model_short_tp_and_underscore_spelling() -> None:
     assert (cmd.engine, cmd.target, cmd.drafter, cmd.tp) == ("vllm", "/m/kimi", "/m/draft", 8)
     assert cmd.env == {"VLLM_USE_V2_MODEL_RUNNER": "1"}
     assert cmd.argv[0] == "--speculative_config"  # the flags the drafter check reads start after the model
+    assert parse(["vllm", "serve", "/m/t", "-pp", "2"]).pp == 2
     # `vllm serve T --model X` serves T (the CLI copies model_tag over --model)
     assert parse(["vllm", "serve", "/m/t", "--model", "/m/x"]).target == "/m/t"
 
@@ -136,13 +137,16 @@ K2 = ("DeepseekV3ForCausalLM",)
     ("0.29.0", {}, ("KimiK25ForConditionalGeneration",), "v2"),
     ("0.29.0", {}, None, "v2"),
     ("0.29.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, K2, "v1"),
+    ("0.29.0", {"PP": "2"}, K2, "v1"),  # 0.29.0's v2 lacks EAGLE-3 with pipeline parallelism
+    ("0.30.0", {"PP": "2"}, K2, "v2"),
 ])
 def test_vllm_runner(version: str, env: dict, archs: tuple | None, runner: str) -> None:
     v = Version(version)
     read = v >= Version("0.12.0")
     default = None if v >= Version("0.22.0") else "0"  # tri-state from 0.22.0 (proven on the trees below)
     var = launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, read, default if read else None)
-    assert launch_facts.vllm_runner(v, env, var, archs).name == runner
+    pp = env.pop("PP", None) is not None
+    assert launch_facts.vllm_runner(v, env, var, archs, eagle3_pp=pp).name == runner
 
 
 def _sglang(version: str, fused_state: str | None = None):

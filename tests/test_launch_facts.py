@@ -18,7 +18,7 @@ from patcher.maintainer import wheels
 
 # The releases on each side of every boundary in launch_facts (and the newest covered one).
 SAMPLE = {
-    "vllm": {"0.11.2", "0.12.0", "0.16.0", "0.17.0", "0.21.0", "0.22.0", "0.28.0", "0.29.0", "0.33.0"},
+    "vllm": {"0.11.2", "0.12.0", "0.16.0", "0.17.0", "0.21.0", "0.22.0", "0.28.0", "0.29.0", "0.30.0", "0.33.0"},
     "sglang": {"0.5.4.post1", "0.5.4.post2", "0.5.4.post3", "0.5.5", "0.5.6.post2", "0.5.7", "0.5.8.post1",
                "0.5.9", "0.5.10", "0.5.10.post1", "0.5.11", "0.5.13.post1", "0.5.14", "0.5.23"},
 }
@@ -133,3 +133,11 @@ def test_auto_fusion_targets_and_gpus(engine: str, version: str) -> None:
 def test_sglang_serve_from_0_5_5(engine: str, version: str) -> None:
     serve = wheels.tree(engine, version) / "sglang" / "cli" / "serve.py"
     assert serve.exists() == (Version(version) >= launch_facts.SGLANG_SERVE_SINCE)
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize(("engine", "version"), releases("vllm", since="0.29.0"))
+def test_v2_runner_falls_back_for_eagle3_with_pipeline_parallelism_only_in_0_29_0(engine: str, version: str) -> None:
+    text = (wheels.tree(engine, version) / "vllm" / "config" / "vllm.py").read_text()
+    fallback = '"EAGLE3 with pipeline parallelism"' in text
+    assert fallback == launch_facts.contains(launch_facts.V2_EAGLE3_PP_FALLBACK, Version(version))
