@@ -18,8 +18,8 @@ from packaging.version import Version
 
 from patcher import launch_facts
 from patcher.__main__ import main
-from patcher.doctor import _fusion_findings
 from patcher.drafter.release import FamilyState, from_version
+from patcher.launch_checks import fusion_findings
 from patcher.launch_command import LaunchUsageError, parse
 from patcher.maintainer import wheels
 from tests.test_drafter import eagle3_config, make_drafter, make_target
@@ -199,7 +199,7 @@ K25, V3 = "KimiK25ForConditionalGeneration", "DeepseekV3ForCausalLM"
 ])
 def test_sglang_fused_allreduce_capture(version, state, arch, extra, level, in_hint) -> None:
     target = _target(arch) if arch else None
-    (f,) = _fusion_findings(_sglang(version, state), _sglang_cmd(*extra), target)
+    (f,) = fusion_findings(_sglang(version, state), _sglang_cmd(*extra), target)
     assert (f.code, f.level) == ("launch.allreduce_fusion", level)
     assert in_hint in f.hint
     if state is not None:
@@ -207,17 +207,17 @@ def test_sglang_fused_allreduce_capture(version, state, arch, extra, level, in_h
 
 
 def test_explicit_fusion_flag_is_named_in_the_problem() -> None:
-    (f,) = _fusion_findings(_sglang("0.5.9"), _sglang_cmd("--tp", "8", "--enable-flashinfer-allreduce-fusion"),
+    (f,) = fusion_findings(_sglang("0.5.9"), _sglang_cmd("--tp", "8", "--enable-flashinfer-allreduce-fusion"),
                             _target(K25))
     assert f.level == "problem" and "(--enable-flashinfer-allreduce-fusion is given)" in f.message
     assert f.found == "--tp 8, --enable-flashinfer-allreduce-fusion"
 
 
 def test_auto_fusion_names_the_target_and_the_gpus() -> None:
-    (f,) = _fusion_findings(_sglang("0.5.9"), _sglang_cmd("--tp", "8"), _target(K25))
+    (f,) = fusion_findings(_sglang("0.5.9"), _sglang_cmd("--tp", "8"), _target(K25))
     assert f.message.startswith("TP 8 with the FlashInfer allreduce fusion (sglang 0.5.9 turns it on by itself "
                                 "for a KimiK25ForConditionalGeneration target on SM90/SM100 GPUs")
-    (f,) = _fusion_findings(_sglang("0.5.6"), _sglang_cmd("--tp", "8"), _target(V3))
+    (f,) = fusion_findings(_sglang("0.5.6"), _sglang_cmd("--tp", "8"), _target(V3))
     assert "DeepseekV3ForCausalLM target on SM100 GPUs" in f.message
 
 

@@ -1,0 +1,164 @@
+"""The findings only a whole launch command shows, one function per kind (``launch.*``, ``env.*``).
+
+Each takes the parsed command (``launch_command``), the release as ``drafter.release`` describes it
+and the facts of ``launch_facts``; none reads a version table of its own. ``doctor`` calls them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import launch_facts
+from .drafter.configs import TargetConfig
+from .drafter.findings import Finding, hint, ok, problem
+from .drafter.release import Release
+from .launch_command import LaunchCommand
+
+
+def env_findings(variables: dict[str, launch_facts.EnvVar], env: dict[str, str],
+                  cmd: LaunchCommand) -> list[Finding]:
+    out = []
+    for name, var in variables.items():
+        code = f"env.{name}"
+        given = "in the command" if name in cmd.env else "in the environment"
+        if not var.read:
+            if name in env:
+                out.append(hint(code, f"{name}={env[name]} is set {given}, but this release does not read it",
+                                found=f"{name}={env[name]}"))
+            continue
+        if name in env:
+            out.append(ok(code, f"{name}={env[name]} ({given}; default {var.default!r})"))
+        else:
+            out.append(ok(code, f"{name} is not set: the release's default {var.default!r}"))
+    return out
+
+
+def _looks_like_hub_id(value: str) -> bool:
+    """``org/name``: vLLM and SGLang download it from the Hugging Face Hub."""
+    parts = value.split("/")
+    return len(parts) == 2 and all(parts) and not value.startswith((".", "~"))
+
+
+def path_findings(cmd: LaunchCommand) -> list[Finding]:
+    out = []
+    for code, what, value in (("launch.target", "target", cmd.target), ("launch.drafter", "drafter", cmd.drafter)):
+        if value is None:
+            if what == "target":
+                out.append(problem(code, "the command names no model", wanted="--model-path T (SGLang), "
+                                   "vllm serve T or --model T (vLLM)", found="(absent)"))
+            elif _speculative_flag(cmd):
+                out.append(problem(code, f"{_speculative_flag(cmd)} without a drafter path: the EAGLE-3 launch "
+                                   "has no draft model", wanted="--speculative-draft-model-path D (SGLang), "
+                                   '"model": "D" in --speculative-config (vLLM)', found="(absent)"))
+            else:
+                out.append(hint(code, "the command names no drafter: speculative decoding is off, nothing of "
+                                "EAGLE-3 is checked", wanted="--speculative-draft-model-path D (SGLang), "
+                                '--speculative-config \'{"method": "eagle3", "model": "D", ...}\' (vLLM)'))
+            continue
+        path = Path(value).expanduser()
+        if path.is_dir():
+            out.append(ok(code, f"{what} folder {value} exists"))
+        elif path.exists():
+            out.append(problem(code, f"the {what} {value} is a file, not a model folder", wanted="a folder with "
+                               "config.json", found="a file"))
+        elif _looks_like_hub_id(value):
+            out.append(hint(code, f"the {what} {value} is not a local folder: the engine will fetch it from the "
+                            f"Hugging Face Hub; doctor reads no network, so its config was not checked",
+                            hint=f"download it and pass the local folder to check the {what}"))
+        else:
+            out.append(problem(code, f"the {what} folder {value} does not exist: the server stops at load",
+                               wanted="an existing folder", found="missing"))
+    return out
+
+
+def _speculative_flag(cmd: LaunchCommand) -> str:
+    """The EAGLE option the command gives, as written; empty when none (or another method, e.g.
+    ngram, which needs no draft model)."""
+    algos = cmd.values("--speculative-algorithm")
+    if cmd.engine == "sglang" and algos and algos[-1].upper() in ("EAGLE", "EAGLE3"):
+        return f"--speculative-algorithm {algos[-1]}"
+    configs = cmd.values("--speculative-config")
+    if cmd.engine == "vllm" and configs:
+        try:
+            spec = json.loads(configs[-1])
+        except ValueError:
+            return ""  # the drafter check's flags.speculative_config says so, when there is a drafter
+        if isinstance(spec, dict) and spec.get("method") in ("eagle", "eagle3"):
+            return f"--speculative-config {configs[-1]}"
+    return ""
+
+
+def runner_findings(release: Release, env: dict[str, str], variables: dict[str, launch_facts.EnvVar],
+                     target: TargetConfig | None, cmd: LaunchCommand) -> list[Finding]:
+    assert release.version is not None
+    runner = launch_facts.vllm_runner(release.version, env, variables.get(launch_facts.V2_RUNNER_ENV),
+                                      target.architectures if target is not None else None,
+                                      eagle3_pp=cmd.drafter is not None and (cmd.pp or 1) > 1)
+    if runner.name == "v2" and cmd.drafter is not None and release.version < launch_facts.V2_RUNNER_EAGLE3_SINCE:
+        return [problem("launch.runner",
+                        f"the v2 model runner ({runner.why}) hands an EAGLE-3 drafter no aux hidden states on "
+                        f"{release.label()}: it runs on the last layer alone",
+                        wanted="the v1 runner", found=f"v2 ({runner.why})",
+                        hint=f"unset {launch_facts.V2_RUNNER_ENV}, or use vllm "
+                             f"{launch_facts.V2_RUNNER_EAGLE3_SINCE} or newer")]
+    if runner.name == "unknown":
+        return [hint("launch.runner", runner.why, hint="put the target's local folder in the command")]
+    return [ok("launch.runner", f"the {runner.name} model runner: {runner.why}")]
+
+
+def fusion_findings(release: Release, cmd: LaunchCommand, target: TargetConfig | None) -> list[Finding]:
+    """SGLang 0.5.4.post2-0.5.13.post1 capture the aux states before the fused allreduce."""
+    assert release.version is not None
+    code = "launch.allreduce_fusion"
+    if cmd.drafter is None:
+        return []
+    tp = cmd.tp or 1
+    family = release.family(launch_facts.FUSED_CAPTURE_FAMILY)
+    if family is not None:
+        buggy = not family.ok
+        state = f"{family.family.id} {family.state}"
+    else:
+        buggy = launch_facts.fused_capture_bug_by_version(release.version)
+        state = f"{release.label()} as published"
+    disabled = cmd.has(launch_facts.FUSION_DISABLE_FLAG)
+    if disabled and not launch_facts.has_fusion_disable_flag(release.version):
+        return [problem(code, f"{release.label()} has no {launch_facts.FUSION_DISABLE_FLAG}: the server stops at "
+                              "argument parsing", wanted=f"a flag of {release.label()}",
+                        found=launch_facts.FUSION_DISABLE_FLAG,
+                        hint="leave it out" if not buggy else
+                        f"use sglang {launch_facts.FUSION_DISABLE_FLAG_SINCE} or newer with it")]
+    if not buggy:
+        return [ok(code, f"EAGLE-3 aux capture with the allreduce fusion: correct ({state})")]
+    if tp == 1:
+        return [ok(code, f"TP 1: no allreduce to fuse, the aux capture is correct ({state})")]
+    if disabled:
+        return [ok(code, f"{launch_facts.FUSION_DISABLE_FLAG}: the aux capture reads reduced states ({state})")]
+    forced = cmd.has(launch_facts.FUSION_ENABLE_FLAG)
+    if forced:
+        how = f"{launch_facts.FUSION_ENABLE_FLAG} is given"
+    elif cmd.has(launch_facts.DP_ATTENTION_FLAG):
+        return [ok(code, f"{launch_facts.DP_ATTENTION_FLAG}: SGLang does not turn the allreduce fusion on by itself, "
+                         f"so the aux capture reads reduced states ({state})")]
+    else:
+        archs = target.architectures if target is not None else ()
+        gpus = {a: launch_facts.auto_fusion_gpus(release.version, a) for a in archs}
+        on = next(((a, g) for a, g in gpus.items() if g), None)
+        if target is not None and on is None:
+            return [ok(code, f"{release.label()} does not turn the allreduce fusion on by itself for a "
+                             f"{', '.join(archs) or 'target without architectures'} target ({state})")]
+        how = (f"{release.label()} turns it on by itself for a {on[0]} target on {on[1]} GPUs (the GPU is not "
+               "checked here)" if on else
+               f"{release.label()} turns it on by itself for DeepSeek-V3/Kimi targets on SM90/SM100 GPUs, and "
+               "the target's config was not read")
+    if launch_facts.has_fusion_disable_flag(release.version):
+        fix = f"add {launch_facts.FUSION_DISABLE_FLAG}"
+    else:
+        fix = f"use sglang {launch_facts.FUSION_DISABLE_FLAG_SINCE} or newer with {launch_facts.FUSION_DISABLE_FLAG}"
+    if family is not None and family.state in ("pending", "lost"):
+        fix = f"run '{release.apply_command()}', or {fix}"
+    level = problem if forced or target is not None else hint
+    return [level(code, f"TP {tp} with the FlashInfer allreduce fusion ({how}): with {state}, EAGLE-3 captures "
+                        "each rank's partial sums before the allreduce, so the drafter sees wrong features",
+                    wanted=f"{launch_facts.FUSION_DISABLE_FLAG}, or the fused capture fixed",
+                    found=f"--tp {tp}" + (f", {launch_facts.FUSION_ENABLE_FLAG}" if forced else ""), hint=fix)]
