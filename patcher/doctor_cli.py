@@ -22,12 +22,13 @@ from .report import as_dict, as_text
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "doctor", help="judge a server launch command before the 36-minute load: go or no-go",
+        "doctor", usage="patcher doctor [--python PATH | --site DIR] [--probes] [--json] [--debug] -- COMMAND ...",
+        help="judge a server launch command before the 36-minute load: go or no-go",
         description="Put the exact server command after '--': patcher doctor -- vllm serve T --speculative-config "
                     "'{...}' -tp 8. Exit 0: go; 1: no-go, with every reason; 2: usage or environment error.")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--python", metavar="PATH", help="interpreter of the environment that runs the server "
-                       "(default: the python running patcher)")
+                       "(default: the one the command names by path, else the python running patcher)")
     where.add_argument("--site", type=Path, metavar="DIR", help="site-packages directory holding the engine, "
                        "without an interpreter (default: none)")
     p.add_argument("--probes", action="store_true", help="also run verify's import-time probes (default: off)")
