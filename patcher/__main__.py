@@ -2,7 +2,8 @@
 
 Exit codes: 0 everything in the wanted state; 1 a family is not (pending, lost, refused,
 blocked, conflict, unknown release, failed probe; with --strict also warnings, untested
-releases and probes that could not import); 2 usage or environment error.
+releases and probes that could not import); 2 usage or environment error; 141 stdout was
+closed by its reader (as SIGPIPE would end a shell tool).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -20,6 +23,7 @@ from .errors import NotInstalled, PatcherError
 from .report import as_dict, as_text
 
 EXIT_USAGE = 2
+EXIT_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a tool killed by SIGPIPE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -169,7 +173,29 @@ def _help_hint(parser: argparse.ArgumentParser, argv: list[str]) -> str:
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        code = _main(sys.argv[1:] if argv is None else argv, out, err)
+        out.flush()  # here, not at interpreter exit, where a closed pipe could no longer be handled
+        return code
+    except BrokenPipeError:
+        # The reader went away ('patcher verify | head -1'): stop quietly with the status a shell
+        # tool killed by SIGPIPE has, not a traceback and exit 1 that reads as an unhealthy install.
+        _stop_writing(out)
+        return EXIT_PIPE
+
+
+def _stop_writing(out: TextIO) -> None:
+    """Point a closed stdout at /dev/null, so the interpreter's last flush does not fail again."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a file (tests pass a StringIO)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)

@@ -11,6 +11,8 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -419,3 +421,27 @@ def test_item13_a_run_waiting_on_the_removed_lock_locks_the_new_one(tmp_path):
         assert not write.home(inst).exists()
     waiter.join(30)
     assert got == ["held"]
+
+
+# --- what the user reads (issue 24): each test is named for what it checks -------------
+
+@pytest.mark.parametrize("argv", [["list"], ["list", "--json"]])
+def test_a_reader_that_goes_away_ends_quietly_with_the_sigpipe_status(argv):
+    """'patcher list | head -0': the reader is gone before the first byte."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "patcher", *argv], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
+def test_a_closed_stdout_mid_report_is_the_sigpipe_status_in_process():
+    class Gone(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    err = io.StringIO()
+    assert main(["list"], out=Gone(), err=err) == 141 and err.getvalue() == ""
