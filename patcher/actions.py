@@ -91,24 +91,26 @@ def locate(engine: str, fams: tuple[Family, ...], opts: Options) -> Install:
                            hint=f"install it there, or point {flag} at the environment that has it") from None
 
 
+def _restore(install: Install) -> str:
+    return f"pip install --force-reinstall --no-deps {install.engine}=={install.version}"
+
+
 def _edited(install: Install, statuses: list[Status]) -> None:
-    """A file we patched whose bytes are no longer what apply wrote: say so, and what a full
-    revert would do with it (computed, not guessed)."""
-    hit = [s for s in statuses if s.edited]
-    if not hit:
-        return
-    undo = [s for s in statuses if s.state is State.APPLIED and s.variant]
-    try:
-        back = compose(undo, Files(install), reverse=True)
-        outcome = {rel: "restore the published file" if install.pristine(rel, data) else
-                   "refuse it (undoing our hunks would not give the published file)" for rel, data in back.items()}
-    except PatcherError as exc:
-        outcome = {rel: f"refuse it ({exc.what})" for s in hit for rel in s.edited}
-    fix = f"pip install --force-reinstall --no-deps {install.engine}=={install.version}"
-    for s in hit:
+    """A file we patched whose bytes are no longer what apply wrote: our hunks still work, so the
+    family stays applied, with a warning that says what revert does with it (the one rule:
+    a file edited after apply is a conflict for revert, which leaves it as it is)."""
+    for s in statuses:
         for rel in s.edited:
             s.warnings.append(f"{rel} changed since apply (our hunks are intact, other lines differ); "
-                              f"'patcher revert' would {outcome.get(rel, 'refuse it')}; to start over: {fix}")
+                              "'patcher revert' leaves it as it is and exits 1 (conflict); "
+                              f"to get the published file back: {_restore(install)}")
+
+
+def _left_as_is(install: Install, st: Status, rels: list[str]) -> None:
+    """What revert reports for a family it does not touch because one of its files was edited."""
+    st.state = State.CONFLICT
+    st.detail = f"{', '.join(rels)} changed since apply (our hunks are intact, other lines differ); left as it is"
+    st.hint = f"to get the published file{'s' if len(rels) > 1 else ''} back: {_restore(install)}"
 
 
 def _refresh(records: dict, changes: dict[str, bytes], drop: frozenset[str] = frozenset()) -> dict:
@@ -221,26 +223,37 @@ def _revert_plan(install: Install, fams: tuple[Family, ...], others: tuple[Famil
                  dry: bool) -> Report:
     statuses = assess(install, fams, records)
     report = Report("revert", install, statuses, dry_run=dry)
-    undo = [s for s in statuses if s.variant and s.files
+    # A file edited after apply: the state file's hashes say which (the loop below finds the rest).
+    left = {s.family.id: s.edited for s in statuses if s.state is State.APPLIED and s.edited}
+    undo = [s for s in statuses if s.variant and s.files and s.family.id not in left
             and set(s.files.values()) <= {FileState.APPLIED, FileState.PRISTINE}
             and FileState.APPLIED in s.files.values()]
     files = Files(install)
-    changes = compose(undo, files, reverse=True)
     # A file no remaining family touches must be byte-identical to the wheel's RECORD. The
     # families left out by --only/--skip count: they may share a file with one reverted here.
-    kept = [s for s in statuses if s not in undo] + (assess(install, others, records) if others else [])
-    still = {fp.path for s in kept if s.state is State.APPLIED and s.variant for fp in s.family.patches[s.variant]}
-    for rel, data in changes.items():
-        if rel not in still and not install.pristine(rel, data):
-            raise PatcherError(f"reverting {rel} would not give the published file",
-                               wanted=f"{install.record[rel]} (RECORD)", found=engines.sha256_record(data),
-                               hint="the file holds edits we did not make; reinstall the engine with pip "
-                                    "--force-reinstall --no-deps")
+    # Without a state file to tell edits from our lines, that check finds them: such a family
+    # is left as it is too, and what remains is composed again without it.
+    others_st = assess(install, others, records) if others else []
+    while True:
+        changes = compose(undo, files, reverse=True)
+        kept = [s for s in statuses if s not in undo] + others_st
+        still = {fp.path for s in kept if s.variant and (s.state is State.APPLIED or s.family.id in left)
+                 for fp in s.family.patches[s.variant]}
+        edited = {rel for rel, data in changes.items() if rel not in still and not install.pristine(rel, data)}
+        if not edited:
+            break
+        for st in list(undo):
+            hit = sorted(edited & {fp.path for fp in st.family.patches[st.variant or ""]})
+            if hit:
+                left[st.family.id] = hit
+                undo.remove(st)
     report.changed = sorted(changes)
     report.planned = [s.family.id for s in undo]
-    if dry or not changes:
-        return report
-    state = _refresh(records, changes, drop=frozenset(s.family.id for s in undo))
-    write.commit(install, changes, state, _forget(install))
-    report.statuses = assess(install, fams, write.read_state(install))
+    if not dry and changes:
+        state = _refresh(records, changes, drop=frozenset(s.family.id for s in undo))
+        write.commit(install, changes, state, _forget(install))
+        report.statuses = assess(install, fams, write.read_state(install))
+    for st in report.statuses:
+        if st.family.id in left:
+            _left_as_is(install, st, left[st.family.id])
     return report

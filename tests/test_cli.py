@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import threading
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ import pytest
 from patcher import engines, manifest, write
 from patcher.__main__ import main
 from patcher.maintainer import wheels
+from tests.support import toy
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "#!/bin/sh\necho hello\n"
@@ -237,14 +239,14 @@ def test_item2_edit_after_apply_is_a_warning_that_says_what_revert_does(tmp_path
     with open(site / "sglang/srt/models/llama_eagle3.py", "a") as f:
         f.write("# a local tweak\n")
     warning = ("       warning: sglang/srt/models/llama_eagle3.py changed since apply (our hunks are intact, other "
-               "lines differ); 'patcher revert' would refuse it (undoing our hunks would not give the published "
-               "file); to start over: pip install --force-reinstall --no-deps sglang==0.5.9")
+               "lines differ); 'patcher revert' leaves it as it is and exits 1 (conflict); to get the published "
+               "file back: pip install --force-reinstall --no-deps sglang==0.5.9")
     code, out, _ = cli("verify", *sel)
     assert code == 0 and out.splitlines()[1:] == [
         "  ok   sglang/eagle3-drafter-keys: applied [v1]: variant v1 is in place", warning]
     code, out, _ = cli("verify", *sel, "--strict")
     assert code == 1 and out.splitlines()[-1] == "exit 1: sglang/eagle3-drafter-keys has a warning (--strict)"
-    assert cli("revert", *sel)[0] == 2  # what the warning said
+    assert cli("revert", *sel)[0] == 1  # what the warning said
 
 
 @pytest.mark.wheels
@@ -445,3 +447,49 @@ def test_a_closed_stdout_mid_report_is_the_sigpipe_status_in_process():
 
     err = io.StringIO()
     assert main(["list"], out=Gone(), err=err) == 141 and err.getvalue() == ""
+
+
+@pytest.fixture
+def toy_engine(tmp_path, monkeypatch):
+    """The toy engine (tests/support/toy.py) as the only engine: (patches, selection flags, site).
+    Its wheel is unpacked as a site-packages (what pip would write, without pip: fast)."""
+    monkeypatch.setattr(manifest, "ENGINES", (toy.ENGINE,))
+    patches = toy.write_family(tmp_path / "patches")
+    site = tmp_path / "site"
+    toy_release(tmp_path, site, "1.0")
+    return patches, ("--engine", "all", "--site", site, "--patches", patches), site
+
+
+def toy_release(tmp_path: Path, site: Path, version: str) -> None:
+    """Install ``version`` of the toy engine into ``site``, replacing the one there (pip's upgrade)."""
+    for old in [p for p in [site / toy.ENGINE, *site.glob(f"{toy.ENGINE}-*.dist-info")] if p.exists()]:
+        shutil.rmtree(old)
+    (tmp_path / "wheels").mkdir(exist_ok=True)
+    with zipfile.ZipFile(toy.build_wheel(tmp_path / "wheels", version)) as zf:
+        zf.extractall(site)
+
+
+@pytest.mark.parametrize("state_file", ["kept", "deleted"])
+def test_revert_leaves_a_file_edited_after_apply_and_says_how_to_restore_it(toy_engine, state_file):
+    _, sel, site = toy_engine
+    assert cli("apply", *sel)[0] == 0
+    core = site / "toyengine/core.py"
+    edited = core.read_text() + "# a local tweak\n"
+    core.write_text(edited)
+    restore = "pip install --force-reinstall --no-deps toyengine==1.0"
+    if state_file == "kept":  # verify can tell the edit from our own lines, and says what revert does
+        code, out, _ = cli("verify", *sel)
+        assert code == 0 and out.splitlines()[2] == (
+            "       warning: toyengine/core.py changed since apply (our hunks are intact, other lines differ); "
+            f"'patcher revert' leaves it as it is and exits 1 (conflict); to get the published file back: {restore}")
+    else:
+        (site / ".kimi-patcher/toyengine.json").unlink()
+    for only in ((), ("--only", "fix")):
+        code, out, _ = cli("revert", *sel, *only)
+        assert code == 1 and out.splitlines()[1:] == [
+            "  NO   toyengine/fix: conflict: toyengine/core.py changed since apply (our hunks are intact, other "
+            "lines differ); left as it is",
+            f"       hint: to get the published file back: {restore}",
+            "  reverted: nothing",
+            "exit 1: toyengine/fix is in conflict"]
+        assert core.read_text() == edited
