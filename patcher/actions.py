@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -144,6 +146,22 @@ def verify(engine: str, opts: Options) -> Report:
                             "'patcher revert' rolls it back")
     if opts.probes:
         probes.run(install, statuses, opts.probe_timeout)
+    return _pasteable(report, opts)
+
+
+def _pasteable(report: Report, opts: Options) -> Report:
+    """Every 'patcher apply' / 'patcher revert' ... a hint or note names carries the --python or
+    --site this run was given, so the line can be pasted as it is (the drafter check does too)."""
+    if opts.python is None and opts.site is None:
+        return report
+    where = f" --python {shlex.quote(opts.python)}" if opts.python else f" --site {shlex.quote(str(opts.site))}"
+
+    def carry(text: str) -> str:
+        return re.sub(r"'patcher (apply|verify|revert)([^']*)'", lambda m: f"'patcher {m[1]}{m[2]}{where}'", text)
+
+    for st in report.statuses:
+        st.hint, st.warnings = carry(st.hint), [carry(w) for w in st.warnings]
+    report.notes = [carry(n) for n in report.notes]
     return report
 
 
@@ -155,13 +173,13 @@ def apply(engine: str, opts: Options) -> Report:
     fams = families(engine, opts)
     install = locate(engine, fams, opts)
     if opts.dry_run:
-        return _apply_plan(install, fams, opts, write.read_state(install), dry=True)
+        return _pasteable(_apply_plan(install, fams, opts, write.read_state(install), dry=True), opts)
     with write.locked(install, opts.lock_timeout):
         restored = write.recover(install, _forget(install))
         report = _apply_plan(install, fams, opts, write.read_state(install), dry=False)
         if restored:
             report.notes.append(f"rolled back an interrupted run: {', '.join(restored)}")
-    return report
+    return _pasteable(report, opts)
 
 
 def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, records: dict, dry: bool) -> Report:
@@ -209,14 +227,14 @@ def revert(engine: str, opts: Options) -> Report:
     others = tuple(f for f in manifest.load_all(opts.patches, (engine,)) if f not in fams)
     install = locate(engine, fams, opts)
     if opts.dry_run:
-        return _revert_plan(install, fams, others, write.read_state(install), dry=True)
+        return _pasteable(_revert_plan(install, fams, others, write.read_state(install), dry=True), opts)
     with write.locked(install, opts.lock_timeout):
         restored = write.recover(install, _forget(install))
         report = _revert_plan(install, fams, others, write.read_state(install), dry=False)
         if restored:
             report.notes.append(f"rolled back an interrupted run: {', '.join(restored)}")
         write.tidy(install)  # nothing of ours left: no .kimi-patcher folder either
-    return report
+    return _pasteable(report, opts)
 
 
 def _revert_plan(install: Install, fams: tuple[Family, ...], others: tuple[Family, ...], records: dict,

@@ -239,8 +239,8 @@ def test_item2_edit_after_apply_is_a_warning_that_says_what_revert_does(tmp_path
     with open(site / "sglang/srt/models/llama_eagle3.py", "a") as f:
         f.write("# a local tweak\n")
     warning = ("       warning: sglang/srt/models/llama_eagle3.py changed since apply (our hunks are intact, other "
-               "lines differ); 'patcher revert' leaves it as it is and exits 1 (conflict); to get the published "
-               "file back: pip install --force-reinstall --no-deps sglang==0.5.9")
+               f"lines differ); 'patcher revert --site {site}' leaves it as it is and exits 1 (conflict); to get "
+               "the published file back: pip install --force-reinstall --no-deps sglang==0.5.9")
     code, out, _ = cli("verify", *sel)
     assert code == 0 and out.splitlines()[1:] == [
         "  ok   sglang/eagle3-drafter-keys: applied [v1]: variant v1 is in place", warning]
@@ -370,7 +370,8 @@ def test_item8_dry_runs_exit_as_the_real_run_would(tmp_path):
     sel = ("--engine", "sglang", "--site", site, "--no-probes", "--only", "k25-aux-capture")
     assert cli("apply", *sel, "--dry-run")[:2] == (0, f"sglang 0.5.9 at {site}\n  todo sglang/k25-aux-capture: "
                                                    "pending [v1]: variant v1 is not applied yet\n       hint: run "
-                                                   "'patcher apply'\n  would apply: sglang/srt/models/kimi_k25.py\n")
+                                                   f"'patcher apply --site {site}'\n  would apply: "
+                                                   "sglang/srt/models/kimi_k25.py\n")
     assert cli("apply", *sel)[0] == 0
     code, out, _ = cli("revert", *sel, "--dry-run")
     assert code == 0 and out.splitlines()[-1] == "  would revert: sglang/srt/models/kimi_k25.py"
@@ -481,7 +482,8 @@ def test_revert_leaves_a_file_edited_after_apply_and_says_how_to_restore_it(toy_
         code, out, _ = cli("verify", *sel)
         assert code == 0 and out.splitlines()[2] == (
             "       warning: toyengine/core.py changed since apply (our hunks are intact, other lines differ); "
-            f"'patcher revert' leaves it as it is and exits 1 (conflict); to get the published file back: {restore}")
+            f"'patcher revert --site {site}' leaves it as it is and exits 1 (conflict); to get the published file back: "
+            f"{restore}")
     else:
         (site / ".kimi-patcher/toyengine.json").unlink()
     for only in ((), ("--only", "fix")):
@@ -493,3 +495,14 @@ def test_revert_leaves_a_file_edited_after_apply_and_says_how_to_restore_it(toy_
             "  reverted: nothing",
             "exit 1: toyengine/fix is in conflict"]
         assert core.read_text() == edited
+
+
+@pytest.mark.parametrize("flag", ["--site", "--python"])
+def test_hints_carry_the_python_or_site_flag_so_they_can_be_pasted(toy_engine, tmp_path, flag):
+    patches, _, site = toy_engine
+    where = site
+    if flag == "--python":  # a bare venv that imports the toy engine from the unpacked site
+        where = toy.make_venv(tmp_path / "venv")
+        (next((tmp_path / "venv").glob("lib/python*/site-packages")) / "toy.pth").write_text(f"{site}\n")
+    code, out, _ = cli("verify", "--engine", "all", flag, where, "--patches", patches, "--no-probes")
+    assert code == 1 and out.splitlines()[2] == f"       hint: run 'patcher apply {flag} {where}'"
