@@ -482,8 +482,8 @@ def test_revert_leaves_a_file_edited_after_apply_and_says_how_to_restore_it(toy_
         code, out, _ = cli("verify", *sel)
         assert code == 0 and out.splitlines()[2] == (
             "       warning: toyengine/core.py changed since apply (our hunks are intact, other lines differ); "
-            f"'patcher revert --site {site}' leaves it as it is and exits 1 (conflict); to get the published file back: "
-            f"{restore}")
+            f"'patcher revert --site {site}' leaves it as it is and exits 1 (conflict); to get the published file "
+            f"back: {restore}")
     else:
         (site / ".kimi-patcher/toyengine.json").unlink()
     for only in ((), ("--only", "fix")):
