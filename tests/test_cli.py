@@ -506,3 +506,12 @@ def test_hints_carry_the_python_or_site_flag_so_they_can_be_pasted(toy_engine, t
         (next((tmp_path / "venv").glob("lib/python*/site-packages")) / "toy.pth").write_text(f"{site}\n")
     code, out, _ = cli("verify", "--engine", "all", flag, where, "--patches", patches, "--no-probes")
     assert code == 1 and out.splitlines()[2] == f"       hint: run 'patcher apply {flag} {where}'"
+
+
+def test_list_help_says_every_engine_is_listed_installed_or_not(capsys):
+    assert main(["list", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "not installed are left out" not in text
+    assert "vllm, sglang or all (default: all; installed or not: the catalogue lists what we ship)" in text
+    code, out, _ = cli("list", "--json")  # nothing installed here: both engines are listed
+    assert code == 0 and {f["id"].split("/")[0] for f in json.loads(out)["families"]} == {"vllm", "sglang"}
