@@ -28,7 +28,14 @@ EXIT_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a tool killed 
 
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so a usage error is printed like every other
-    error (and as JSON on stdout with --json). Subparsers inherit the class."""
+    error (and as JSON on stdout with --json). Subparsers inherit the class.
+
+    No abbreviations ('--dry' for '--dry-run'): a Dockerfile that relies on one breaks the day a
+    second flag shares the prefix."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         raise PatcherError(f"usage: {message}", hint="'patcher --help' lists the commands")

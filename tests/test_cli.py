@@ -515,3 +515,17 @@ def test_list_help_says_every_engine_is_listed_installed_or_not(capsys):
     assert "vllm, sglang or all (default: all; installed or not: the catalogue lists what we ship)" in text
     code, out, _ = cli("list", "--json")  # nothing installed here: both engines are listed
     assert code == 0 and {f["id"].split("/")[0] for f in json.loads(out)["families"]} == {"vllm", "sglang"}
+
+
+@pytest.mark.parametrize("argv, flag", [(("apply", "--dry"), "--dry"), (("verify", "--no-pro"), "--no-pro"),
+                                        (("verify", "--json", "--eng", "vllm"), "--eng vllm")])
+def test_abbreviated_flags_are_usage_errors(argv, flag):
+    code, _, err = cli(*argv)
+    assert code == 2 and err.splitlines()[0] == f"error: usage: unrecognized arguments: {flag}"
+
+
+def test_a_misspelt_family_gets_a_did_you_mean():
+    code, _, err = cli("verify", "--only", "k25-aux-captur")
+    assert code == 2 and err.splitlines() == ["error: --only k25-aux-captur: no such patch family",
+                                              "  wanted: an id from 'patcher list'", "  found:  k25-aux-captur",
+                                              "  hint:   did you mean k25-aux-capture?"]
