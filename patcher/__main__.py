@@ -23,6 +23,7 @@ from .errors import NotInstalled, PatcherError
 from .report import as_dict, as_text
 
 EXIT_USAGE = 2
+PORT_EXTRA = ("merge3",)  # pyproject's [port] extra: only 'patcher port' imports it
 EXIT_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a tool killed by SIGPIPE
 
 
@@ -217,7 +218,15 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         from .drafter import cli as drafter_cli
         return drafter_cli.run(args, out=out, err=err, detect=drafter_detect)
     if args.command == "port":  # maintainer tooling: the merge library and the fetcher load only here
-        from .maintainer import port_cli
+        try:
+            from .maintainer import port_cli
+        except ModuleNotFoundError as exc:
+            if exc.name not in PORT_EXTRA:
+                raise
+            return _error(PatcherError("patcher port needs the 'port' extra", wanted=f"the {exc.name} library",
+                                       found=f"no module named {exc.name!r} in {sys.executable}",
+                                       hint="pip install 'kimi-patcher[port]'"), err, args.debug,
+                          out if args.json else None)
         try:
             code, text = port_cli.run(args)
         except PatcherError as exc:

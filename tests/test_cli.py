@@ -529,3 +529,13 @@ def test_a_misspelt_family_gets_a_did_you_mean():
     assert code == 2 and err.splitlines() == ["error: --only k25-aux-captur: no such patch family",
                                               "  wanted: an id from 'patcher list'", "  found:  k25-aux-captur",
                                               "  hint:   did you mean k25-aux-capture?"]
+
+
+def test_port_without_the_port_extra_is_one_line_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "merge3", None)  # what 'import merge3' finds without the extra
+    for mod in ("patcher.maintainer.port_cli", "patcher.maintainer.port", "patcher.maintainer.merge"):
+        monkeypatch.delitem(sys.modules, mod, raising=False)
+    code, out, err = cli("port", "--engine", "sglang", "--to", "0.5.99")
+    assert code == 2 and out == "" and err.splitlines() == [
+        "error: patcher port needs the 'port' extra", "  wanted: the merge3 library",
+        f"  found:  no module named 'merge3' in {sys.executable}", "  hint:   pip install 'kimi-patcher[port]'"]
