@@ -23,6 +23,7 @@ from patcher import engines, manifest, write
 from patcher.__main__ import main
 from patcher.maintainer import wheels
 from tests.support import toy
+from tests.test_drafter import eagle3_config, make_drafter
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "#!/bin/sh\necho hello\n"
@@ -539,3 +540,18 @@ def test_port_without_the_port_extra_is_one_line_naming_the_extra(monkeypatch):
     assert code == 2 and out == "" and err.splitlines() == [
         "error: patcher port needs the 'port' extra", "  wanted: the merge3 library",
         f"  found:  no module named 'merge3' in {sys.executable}", "  hint:   pip install 'kimi-patcher[port]'"]
+
+
+def test_drafter_check_without_an_engine_warns_and_strict_exits_1(tmp_path):
+    drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
+    warning = ("warning: no engine found or named: the engine-specific checks are hints, not a pass; name the "
+               "release (--engine E --engine-version V, or --python / --site), or add --strict to exit 1 here")
+    code, out, err = cli("drafter", "check", drafter)  # nothing installed in this interpreter
+    assert code == 0 and "engine:  none installed or named" in out and err.splitlines() == [warning]
+    code, out, err = cli("drafter", "check", drafter, "--strict")
+    assert code == 1 and err.splitlines() == [warning]
+    code, out, err = cli("drafter", "check", drafter, "--strict", "--json")
+    assert code == 1 and json.loads(out)["exit"] == 1 and json.loads(out)["engine"] is None
+    named = ("drafter", "check", drafter, "--engine", "sglang", "--engine-version", "0.5.11")
+    (code, _, err), strict = cli(*named), cli(*named, "--strict")
+    assert err == "" and strict[::2] == (code, "")  # a named release: no warning, --strict changes nothing
