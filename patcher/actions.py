@@ -267,9 +267,13 @@ def _revert_plan(install: Install, fams: tuple[Family, ...], others: tuple[Famil
                 undo.remove(st)
     report.changed = sorted(changes)
     report.planned = [s.family.id for s in undo]
-    if not dry and changes:
-        state = _refresh(records, changes, drop=frozenset(s.family.id for s in undo))
-        write.commit(install, changes, state, _forget(install))
+    # The records of every selected family that is not ours after this run go too, lost ones
+    # included (reverted after an upgrade): a record that outlived its revert would call the
+    # family "lost" after a later downgrade.
+    drop = frozenset(s.family.id for s in undo) | {s.family.id for s in statuses
+                                                   if s.family.id not in left and s.state is not State.CONFLICT}
+    if not dry and (changes or drop & set(records)):
+        write.commit(install, changes, _refresh(records, changes, drop=drop), _forget(install))
         report.statuses = assess(install, fams, write.read_state(install))
     for st in report.statuses:
         if st.family.id in left:

@@ -555,3 +555,17 @@ def test_drafter_check_without_an_engine_warns_and_strict_exits_1(tmp_path):
     named = ("drafter", "check", drafter, "--engine", "sglang", "--engine-version", "0.5.11")
     (code, _, err), strict = cli(*named), cli(*named, "--strict")
     assert err == "" and strict[::2] == (code, "")  # a named release: no warning, --strict changes nothing
+
+
+def test_revert_after_an_upgrade_leaves_no_state_that_calls_a_later_downgrade_lost(toy_engine, tmp_path):
+    _, sel, site = toy_engine
+    sel = (*sel, "--no-probes")
+    assert cli("apply", *sel)[0] == 0
+    toy_release(tmp_path, site, "1.5")  # pip upgrade: pristine files, still covered by the variant
+    code, out, _ = cli("verify", *sel)
+    assert code == 1 and out.splitlines()[1].startswith("  LOST toyengine/fix: lost [v1]: ")
+    assert cli("revert", *sel)[0] == 0
+    assert not (site / ".kimi-patcher").exists()  # nothing of ours is left, so no state either
+    toy_release(tmp_path, site, "1.0")  # the downgrade
+    code, out, _ = cli("verify", *sel)
+    assert code == 1 and out.splitlines()[1] == "  todo toyengine/fix: pending [v1]: variant v1 is not applied yet"
