@@ -20,7 +20,7 @@ from typing import TextIO
 
 from . import __version__, actions, catalogue, manifest, selection
 from .errors import NotInstalled, PatcherError
-from .report import as_dict, as_text
+from .report import SCHEMA, as_dict, as_text
 
 EXIT_USAGE = 2
 PORT_EXTRA = ("merge3",)  # pyproject's [port] extra: only 'patcher port' imports it
@@ -124,15 +124,18 @@ def _options(args: argparse.Namespace) -> actions.Options:
         probe_timeout=args.probe_timeout, patches=args.patches)
 
 
-def _error(exc: PatcherError, err: TextIO, debug: bool, out: TextIO | None = None) -> int:
+def _error(exc: PatcherError, err: TextIO, debug: bool, out: TextIO | None = None, command: str = "") -> int:
     """The one place errors are printed. With --json, stdout also gets them as JSON so a
-    machine reading stdout always has something to parse."""
+    machine reading stdout always has something to parse, named by the command's schema."""
     if debug:
         traceback.print_exc(file=err)
     for line in exc.lines():
         print(line, file=err)
     if out is not None:
-        print(json.dumps({"error": {"what": exc.what, "wanted": exc.wanted, "found": exc.found,
+        schema = {"list": catalogue.SCHEMA, "port": "", "drafter": "", "drafter check": "patcher.drafter.check/1",
+                  "drafter fix": "patcher.drafter.fix/1"}.get(command, SCHEMA)
+        print(json.dumps({**({"schema": schema} if schema else {}),
+                          "error": {"what": exc.what, "wanted": exc.wanted, "found": exc.found,
                                     "hint": exc.hint}, "exit": exc.exit_code}), file=out)
     return exc.exit_code
 
@@ -212,7 +215,9 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         return int(exc.code or 0) and EXIT_USAGE
     except PatcherError as exc:
         exc.hint = _help_hint(parser, argv) or exc.hint
-        return _error(exc, err, False, out if "--json" in argv else None)
+        command = " ".join([a for a in argv if not a.startswith("-")][:2] if argv[:1] == ["drafter"] else
+                           [a for a in argv if not a.startswith("-")][:1])
+        return _error(exc, err, False, out if "--json" in argv else None, command)
     if args.command == "drafter":
         from .detect import drafter_detect
         from .drafter import cli as drafter_cli
@@ -226,23 +231,24 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
             return _error(PatcherError("patcher port needs the 'port' extra", wanted=f"the {exc.name} library",
                                        found=f"no module named {exc.name!r} in {sys.executable}",
                                        hint="pip install 'kimi-patcher[port]'"), err, args.debug,
-                          out if args.json else None)
+                          out if args.json else None, "port")
         try:
             code, text = port_cli.run(args)
         except PatcherError as exc:
-            return _error(exc, err, args.debug, out if args.json else None)
+            return _error(exc, err, args.debug, out if args.json else None, "port")
         print(text, file=out)
         return code
     try:
         if args.command == "list":
             fams = catalogue.families(args.engine, tuple(args.only), tuple(args.skip), args.patches)
-            text = (json.dumps({"catalogue": True, "families": catalogue.rows(fams)}, indent=1) if args.json
+            text = (json.dumps({"schema": catalogue.SCHEMA, "catalogue": True, "families": catalogue.rows(fams)},
+                               indent=1) if args.json
                     else "\n".join(catalogue.lines(fams)))
             print(text, file=out)
             return 0
         return _run(args, out, err)
     except PatcherError as exc:
-        return _error(exc, err, args.debug, out if args.json else None)
+        return _error(exc, err, args.debug, out if args.json else None, args.command)
 
 
 if __name__ == "__main__":

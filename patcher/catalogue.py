@@ -15,6 +15,7 @@ from packaging.version import Version
 from . import selection
 from .manifest import Family
 
+SCHEMA = "patcher.catalogue/1"  # list --json (README "--json schema")
 HEADER = "the catalogue (what an install gets: 'patcher verify')"
 
 

@@ -7,6 +7,10 @@ from typing import Any
 from .actions import Report
 from .plan import State
 
+# The JSON of apply / verify / revert (README "--json schema"). A change that could break a
+# reader (a key removed, renamed or retyped) takes a new number; added keys do not.
+SCHEMA = "patcher.report/1"
+
 _MARK = {State.APPLIED: "ok", State.UPSTREAM: "ok", State.PENDING: "todo", State.LOST: "LOST",
          State.REFUSED: "NO", State.BLOCKED: "NO", State.CONFLICT: "NO", State.UNKNOWN: "??"}
 
@@ -24,7 +28,7 @@ def _mark(s) -> str:
 def as_dict(r: Report, strict: bool) -> dict[str, Any]:
     i = r.install
     return {
-        "action": r.action, "dry_run": r.dry_run, "engine": i.engine, "version": str(i.version),
+        "schema": SCHEMA, "action": r.action, "dry_run": r.dry_run, "engine": i.engine, "version": str(i.version),
         "site": str(i.site), "python": i.python, "changed": r.changed, "notes": r.notes,
         "exit": r.exit_code(strict), "reasons": r.reasons(strict),
         "families": [{

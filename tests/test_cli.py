@@ -120,7 +120,7 @@ def test_item6_only_of_another_engine_than_engine_is_a_usage_error():
 def test_item7_usage_errors_are_json_on_stdout(argv, what):
     code, out, err = cli(*argv)
     assert code == 2
-    assert json.loads(out) == {"error": {"what": what, "wanted": "", "found": "",
+    assert json.loads(out) == {"schema": "patcher.report/1", "error": {"what": what, "wanted": "", "found": "",
                                          "hint": "'patcher verify --help' lists the flags and their defaults"},
                                "exit": 2}
     assert err.splitlines()[0] == f"error: {what}"
@@ -569,3 +569,17 @@ def test_revert_after_an_upgrade_leaves_no_state_that_calls_a_later_downgrade_lo
     toy_release(tmp_path, site, "1.0")  # the downgrade
     code, out, _ = cli("verify", *sel)
     assert code == 1 and out.splitlines()[1] == "  todo toyengine/fix: pending [v1]: variant v1 is not applied yet"
+
+
+def test_report_json_is_named_by_its_schema_on_success_and_on_error(toy_engine):
+    _, sel, _ = toy_engine
+    for command in ("verify", "apply", "revert"):
+        code, out, _ = cli(command, *sel, "--no-probes", "--json")
+        (report,) = json.loads(out)
+        assert code == 0 or command == "verify"
+        assert list(report)[:2] == ["schema", "action"] and report["schema"] == "patcher.report/1"
+    for argv in (("verify", "--json", "--frobnicate"), ("apply", *sel, "--json", "--only", "nope")):
+        assert json.loads(cli(*argv)[1])["schema"] == "patcher.report/1"
+    assert json.loads(cli("list", "--json")[1])["schema"] == "patcher.catalogue/1"
+    assert json.loads(cli("list", "--json", "--only", "nope")[1])["schema"] == "patcher.catalogue/1"
+    assert json.loads(cli("drafter", "check", "--json", "--frobnicate", "x")[1])["schema"] == "patcher.drafter.check/1"
