@@ -42,6 +42,18 @@ class _Parser(argparse.ArgumentParser):
         raise PatcherError(f"usage: {message}", hint="'patcher --help' lists the commands")
 
 
+class _Version(argparse.Action):
+    """--version: which diffs a bug report ran, not only the package version. Computed when asked,
+    so other commands do not hash patches/ on every start."""
+
+    def __init__(self, option_strings, dest, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"patcher {__version__} ({catalogue.identity_line()})")
+        parser.exit()
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -71,7 +83,8 @@ def _selection_flags(p: argparse.ArgumentParser, what: str) -> None:
 def _parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="patcher", description="EAGLE-3 / Kimi-K2 and SM120 fusion patches "
                  "for installed vLLM and SGLang releases.")
-    ap.add_argument("--version", action="version", version=f"patcher {__version__}")
+    ap.add_argument("--version", action=_Version, help="the package version and the patch set it carries "
+                    "(families, variants, a hash of patches/), then exit")
     sub = ap.add_subparsers(dest="command", required=True)
     for name, helptext in (("apply", "apply every patch this release needs, all or nothing"),
                            ("verify", "read-only: the state of every family, with probes"),
@@ -160,7 +173,8 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     code = max(r.exit_code(opts.strict) for r in reports)
     why = "exit 1: " + "; ".join(w for r in reports for w in r.reasons(opts.strict))
     if args.json:
-        print(json.dumps([as_dict(r, opts.strict) for r in reports], indent=1), file=out)
+        patch_set = catalogue.identity(opts.patches)  # which diffs ran, for a bug report
+        print(json.dumps([{**as_dict(r, opts.strict), "patch_set": patch_set} for r in reports], indent=1), file=out)
     else:
         for r in reports:
             for line in as_text(r, opts.strict):

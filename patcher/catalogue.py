@@ -6,13 +6,14 @@ Upstream or refused entries split only for probes or reasons are shown as one ra
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from . import selection
+from . import manifest, selection
 from .manifest import Family
 
 SCHEMA = "patcher.catalogue/1"  # list --json (README "--json schema")
@@ -76,3 +77,19 @@ def families(engine: str, only: tuple[str, ...], skip: tuple[str, ...], patches:
     """The families --engine / --only / --skip select, opt-in ones included."""
     return [f for e in selection.scope(engine, only, skip, patches)
             for f in selection.families(e, only, skip, patches, every_family=True)]
+
+
+def identity(patches: Path = manifest.PATCHES) -> dict[str, Any]:
+    """Which patch set this is, for --version and bug reports: the families and variants it
+    declares, and a hash of every file under patches/ (path and bytes), so two installs that
+    say the same ran the same diffs, manifests and probes."""
+    fams = manifest.load_all(patches, manifest.ENGINES)  # ENGINES read at call time (tests swap it)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in patches.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(patches).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return {"families": len(fams), "variants": sum(len(f.variants) for f in fams), "sha256": digest.hexdigest()[:12]}
+
+
+def identity_line(patches: Path = manifest.PATCHES) -> str:
+    ident = identity(patches)
+    return f"patch set: {ident['families']} families, {ident['variants']} variants, sha256 {ident['sha256']}"

@@ -9,6 +9,7 @@ import fcntl
 import io
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher import engines, manifest, write
+from patcher import catalogue, engines, manifest, write
 from patcher.__main__ import main
 from patcher.maintainer import wheels
 from tests.support import toy
@@ -583,3 +584,23 @@ def test_report_json_is_named_by_its_schema_on_success_and_on_error(toy_engine):
     assert json.loads(cli("list", "--json")[1])["schema"] == "patcher.catalogue/1"
     assert json.loads(cli("list", "--json", "--only", "nope")[1])["schema"] == "patcher.catalogue/1"
     assert json.loads(cli("drafter", "check", "--json", "--frobnicate", "x")[1])["schema"] == "patcher.drafter.check/1"
+
+
+def test_version_names_the_patch_set_that_runs(capsys, tmp_path):
+    assert main(["--version"]) == 0
+    line = capsys.readouterr().out.strip()
+    fams = manifest.load_all(manifest.PATCHES)
+    n, variants = len(fams), sum(len(f.variants) for f in fams)
+    assert re.fullmatch(rf"patcher \S+ \(patch set: {n} families, {variants} variants, sha256 [0-9a-f]{{12}}\)", line)
+    assert line.endswith(f"sha256 {catalogue.identity()['sha256']})")
+    copy = shutil.copytree(manifest.PATCHES, tmp_path / "patches", ignore=shutil.ignore_patterns("__pycache__"))
+    assert catalogue.identity(copy) == catalogue.identity()  # the same files: the same identity
+    diff = next(copy.glob("sglang/*/v1.diff"))
+    diff.write_bytes(diff.read_bytes() + b"\n")
+    assert catalogue.identity(copy)["sha256"] != catalogue.identity()["sha256"]  # any byte of any diff counts
+
+
+def test_report_json_carries_the_patch_set(toy_engine):
+    patches, sel, _ = toy_engine
+    (report,) = json.loads(cli("verify", *sel, "--no-probes", "--json")[1])
+    assert report["patch_set"] == catalogue.identity(patches) and report["patch_set"]["families"] == 1
