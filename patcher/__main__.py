@@ -23,6 +23,22 @@ from .errors import NotInstalled, PatcherError
 from .report import SCHEMA, as_dict, as_text
 
 EXIT_USAGE = 2
+_NOT_OK = ("pending, lost, refused, blocked, conflict, unknown release,\n"
+           "     a failed probe; with --strict also warnings, untested releases and probes\n"
+           "     that could not import")
+_ENV = ("2    usage or environment error (bad flags, engine not installed, --python not a Python,\n"
+        "     editable or shadowed install, altered patch set, failed write rolled back)\n"
+        "141  stdout closed by its reader ('| head'), as SIGPIPE ends a shell tool")
+EXITS = {  # the README's "Exit codes", per command
+    "apply": "exit codes:\n0    every selected family is applied or upstream after the run, probes passed (or\n"
+             "     could not import)\n"
+             f"1    a family is not: {_NOT_OK};\n     or nothing was written because of a conflict\n{_ENV}",
+    "verify": "exit codes:\n0    every selected family is applied or upstream, probes passed (or could not import)\n"
+              f"1    a family is not: {_NOT_OK}\n{_ENV}",
+    "revert": "exit codes:\n0    nothing of ours is left in the selected families\n"
+              "1    a family is still ours: a conflict (a file edited after apply is left as it is;\n"
+              f"     the report names it and the pip reinstall that restores it)\n{_ENV}",
+}
 PORT_EXTRA = ("merge3",)  # pyproject's [port] extra: only 'patcher port' imports it
 EXIT_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a tool killed by SIGPIPE
 
@@ -89,7 +105,8 @@ def _parser() -> argparse.ArgumentParser:
     for name, helptext in (("apply", "apply every patch this release needs, all or nothing"),
                            ("verify", "read-only: the state of every family, with probes"),
                            ("revert", "back to the published files (checked against RECORD)")):
-        p = sub.add_parser(name, help=helptext, description=helptext)
+        p = sub.add_parser(name, help=helptext, description=helptext, epilog=EXITS[name],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         _selection_flags(p, name)
         where = p.add_mutually_exclusive_group()
         where.add_argument("--python", metavar="PATH", help="interpreter of the environment to act on: the engine "

@@ -604,3 +604,20 @@ def test_report_json_carries_the_patch_set(toy_engine):
     patches, sel, _ = toy_engine
     (report,) = json.loads(cli("verify", *sel, "--no-probes", "--json")[1])
     assert report["patch_set"] == catalogue.identity(patches) and report["patch_set"]["families"] == 1
+
+
+@pytest.mark.parametrize("command, one", [
+    ("apply", "1 a family is not: pending, lost, refused, blocked, conflict, unknown release, a failed probe; with "
+              "--strict also warnings, untested releases and probes that could not import; or nothing was written "
+              "because of a conflict"),
+    ("verify", "1 a family is not: pending, lost, refused, blocked, conflict, unknown release, a failed probe; with "
+               "--strict also warnings, untested releases and probes that could not import 2 "),
+    ("revert", "1 a family is still ours: a conflict (a file edited after apply is left as it is; the report names "
+               "it and the pip reinstall that restores it)"),
+])
+def test_apply_verify_revert_help_lists_the_exit_codes(command, one, capsys):
+    assert main([command, "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    codes = text.split("exit codes: ")[1]
+    assert codes.startswith("0 ") and one in codes
+    assert "2 usage or environment error" in codes and "141 stdout closed by its reader" in codes
