@@ -144,6 +144,10 @@ def verify(engine: str, opts: Options) -> Report:
     if interrupted:
         report.notes.append("interrupted: a run was killed mid-write; the next 'patcher apply' or "
                             "'patcher revert' rolls it back")
+    if write.home(install).is_dir():  # pip knows nothing of it: say whose it is and how it goes
+        report.notes.append(f"{write.home(install)} is patcher's bookkeeping (state file, lock); "
+                            "'patcher revert' undoes our edits and removes it: run it before "
+                            "'pip uninstall kimi-patcher', which leaves both behind")
     if opts.probes:
         probes.run(install, statuses, opts.probe_timeout)
     return _pasteable(report, opts)

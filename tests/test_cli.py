@@ -621,3 +621,15 @@ def test_apply_verify_revert_help_lists_the_exit_codes(command, one, capsys):
     codes = text.split("exit codes: ")[1]
     assert codes.startswith("0 ") and one in codes
     assert "2 usage or environment error" in codes and "141 stdout closed by its reader" in codes
+
+
+def test_verify_says_whose_bookkeeping_folder_it_is_and_how_it_goes(toy_engine):
+    _, sel, site = toy_engine
+    sel = (*sel, "--no-probes")
+    assert "note:" not in cli("verify", *sel)[1]  # nothing of ours yet: nothing to explain
+    assert cli("apply", *sel)[0] == 0
+    code, out, _ = cli("verify", *sel)
+    assert code == 0 and (
+        f"  note: {site / '.kimi-patcher'} is patcher's bookkeeping (state file, lock); 'patcher revert --site {site}' "
+        "undoes our edits and removes it: run it before 'pip uninstall kimi-patcher', which leaves both behind"
+    ) in out.splitlines()
