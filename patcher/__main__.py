@@ -20,7 +20,7 @@ from typing import TextIO
 
 from . import __version__, actions, catalogue, manifest, selection
 from .errors import NotInstalled, PatcherError
-from .report import SCHEMA, as_dict, as_text
+from .report import SCHEMA, as_dict, as_text, summary
 
 EXIT_USAGE = 2
 _NOT_OK = ("pending, lost, refused, blocked, conflict, unknown release,\n"
@@ -193,11 +193,14 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         patch_set = catalogue.identity(opts.patches)  # which diffs ran, for a bug report
         print(json.dumps([{**as_dict(r, opts.strict), "patch_set": patch_set} for r in reports], indent=1), file=out)
     else:
+        said: dict[str, str] = {}  # each warning and 'turn on' text once per run
         for r in reports:
-            for line in as_text(r, opts.strict):
+            for line in as_text(r, opts.strict, said):
                 print(line, file=out)
     if code and not args.json:  # a non-zero exit always says why, last (JSON: each report's "reasons")
         print(why, file=out)
+    elif args.command == "verify" and not args.json:  # and a clean one what it found, last
+        print(summary(reports), file=out)
     return code
 
 

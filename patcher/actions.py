@@ -150,7 +150,23 @@ def verify(engine: str, opts: Options) -> Report:
                             "'pip uninstall kimi-patcher', which leaves both behind")
     if opts.probes:
         probes.run(install, statuses, opts.probe_timeout)
+        _unproven(report)
     return _pasteable(report, opts)
+
+
+def _unproven(report: Report) -> None:
+    """Probes that could not import prove nothing: say so once, with what to run where they can
+    (the README's Docker advice), instead of an 'applied' that reads as proven."""
+    probed = [p for s in report.statuses for p in s.probes]
+    missing = [p["detail"].removeprefix("missing module ") for p in probed if p["status"] == "not importable"]
+    # ("missing module X" for a dependency outside the engine; other import errors keep their text)
+    if not missing:
+        return
+    what = ", ".join(dict.fromkeys(missing))
+    share = ("no probe could import here" if len(missing) == len(probed) else
+             f"{len(missing)} of {len(probed)} probes could not import here")
+    report.notes.append(f"{share} (missing {what}), so they prove nothing yet; run 'patcher verify' where the "
+                        "engine runs (the GPU host, after start-up) for the full proof")
 
 
 def _pasteable(report: Report, opts: Options) -> Report:
@@ -205,6 +221,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
         _edited(install, statuses)
         if opts.probes and not dry:
             probes.run(install, statuses, opts.probe_timeout)
+            _unproven(report)
         return report
     state = _refresh(records, changes)
     for s in todo:
@@ -223,6 +240,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     _edited(install, after)
     if opts.probes:
         probes.run(install, after, opts.probe_timeout)
+        _unproven(report)
     return report
 
 
