@@ -720,3 +720,22 @@ def test_list_shows_each_family_by_release_with_ranges_lower_bound_first():
     starts = [Version(ln.split(": >=")[1].split(",")[0]) for ln in lines if ": >=" in ln and "sglang" not in ln
               and lines.index(ln) > lines.index(next(x for x in lines if x.startswith("sglang/")))]
     assert starts == sorted(starts) and len(starts) > 10  # v1, v2, v3, v12, v13, v4 ...: by release, not by id
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("engine, version, readme", [
+    ("sglang", "0.5.9", "each probe reports `not importable: missing module numpy`"),
+    ("vllm", "0.16.0", "a bare vLLM reports `torch`"),
+])
+def test_readme_names_the_module_a_bare_engine_probe_misses(tmp_path, engine, version, readme):
+    """The README's bare-engine command (the engine installed with --no-deps), run: a venv that has
+    nothing but the engine's own files (a copy of the published wheel's tree) apply writes into."""
+    site = shutil.copytree(wheels.tree(engine, version), tmp_path / "site")
+    python = toy.make_venv(tmp_path / "engine")
+    (next((tmp_path / "engine").glob("lib/python*/site-packages")) / "engine.pth").write_text(f"{site}\n")
+    code, out, _ = cli("apply", "--engine", engine, "--python", python, "--json")
+    (report,) = json.loads(out)
+    statuses = {(p["status"], p["detail"]) for f in report["families"] for p in f["probes"]}
+    module = "numpy" if engine == "sglang" else "torch"
+    assert code == 0 and statuses == {("not importable", f"missing module {module}")}
+    assert " ".join(readme.split()) in " ".join((ROOT / "README.md").read_text().split())
