@@ -145,9 +145,8 @@ def verify(engine: str, opts: Options) -> Report:
         report.notes.append("interrupted: a run was killed mid-write; the next 'patcher apply' or "
                             "'patcher revert' rolls it back")
     if write.home(install).is_dir():  # pip knows nothing of it: say whose it is and how it goes
-        report.notes.append(f"{write.home(install)} is patcher's bookkeeping (state file, lock); "
-                            "'patcher revert' undoes our edits and removes it: run it before "
-                            "'pip uninstall kimi-patcher', which leaves both behind")
+        report.notes.append(f"{write.DIRNAME}/ in this site-packages is patcher's bookkeeping: 'patcher revert' "
+                            "removes it with our edits; run that before 'pip uninstall kimi-patcher'")
     if opts.probes:
         probes.run(install, statuses, opts.probe_timeout)
         _unproven(report)

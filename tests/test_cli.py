@@ -56,6 +56,10 @@ def install(tmp_path: Path, engine: str, version: str) -> Path:
     return site
 
 
+BOOKKEEPING = ("  note: .kimi-patcher/ in this site-packages is patcher's bookkeeping: 'patcher revert --site {}' "
+               "removes it with our edits; run that before 'pip uninstall kimi-patcher'")
+
+
 # --- usage and environment errors -------------------------------------------------------
 
 def test_engine_not_installed_is_exit_2_with_wanted_found_hint(tmp_path):
@@ -247,7 +251,7 @@ def test_item2_edit_after_apply_is_a_warning_that_says_what_revert_does(tmp_path
                "the published file back: pip install --force-reinstall --no-deps sglang==0.5.9")
     code, out, _ = cli("verify", *sel)
     assert code == 0 and out.splitlines()[1:] == [
-        "  ok   sglang/eagle3-drafter-keys: applied [v1]: variant v1 is in place", warning,
+        "  ok   sglang/eagle3-drafter-keys: applied [v1]: variant v1 is in place", warning, BOOKKEEPING.format(site),
         "exit 0: 1 family in the wanted state (1 applied); probes: not run"]
     code, out, _ = cli("verify", *sel, "--strict")
     assert code == 1 and out.splitlines()[-1] == "exit 1: sglang/eagle3-drafter-keys has a warning (--strict)"
@@ -293,7 +297,7 @@ def test_item3_conflict_names_the_line_that_differs(tmp_path, new, shown):
         "  NO   vllm/eagle3-target-whitelist: conflict: files are neither published nor ours: "
         f"vllm/config/speculative.py: hunk 1/1 does not apply (line 694); wanted {shown} (file line {line})",
         "       hint: someone edited them; reinstall the engine (pip install --force-reinstall --no-deps) and "
-        "apply again",
+        "apply again", BOOKKEEPING.format(site),
         "exit 1: vllm/eagle3-target-whitelist is in conflict"]
 
 
@@ -319,7 +323,10 @@ def test_item4_strict_says_why_when_every_line_is_ok():
     lines = out.splitlines()
     assert code == 1 and lines[1].startswith("  ok   sglang/k25-aux-capture: upstream:")
     assert lines[2].startswith("       probe k2-capture-regression-guard: not importable: ")
-    assert lines[3:] == ["exit 1: sglang/k25-aux-capture: probe k2-capture-regression-guard not importable (--strict)"]
+    assert lines[3:] == [
+        "  note: no probe could import here (missing tqdm), so they prove nothing yet; run 'patcher verify --site "
+        f"{site}' where the engine runs (the GPU host, after start-up) for the full proof",
+        "exit 1: sglang/k25-aux-capture: probe k2-capture-regression-guard not importable (--strict)"]
 
 
 @pytest.mark.wheels
@@ -633,9 +640,7 @@ def test_verify_says_whose_bookkeeping_folder_it_is_and_how_it_goes(toy_engine):
     assert cli("apply", *sel)[0] == 0
     code, out, _ = cli("verify", *sel)
     assert code == 0 and (
-        f"  note: {site / '.kimi-patcher'} is patcher's bookkeeping (state file, lock); 'patcher revert --site {site}' "
-        "undoes our edits and removes it: run it before 'pip uninstall kimi-patcher', which leaves both behind"
-    ) in out.splitlines()
+        BOOKKEEPING.format(site)) in out.splitlines()
 
 
 REQUIRES = '''
