@@ -455,7 +455,7 @@ def test_untested_release_matching_a_pre_image_names_the_flag(venv, tmp_path):
     python, site = venv
     install(python, tmp_path, "3.0")
     st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"))))
-    assert st.state is State.UNKNOWN and st.hint == "'patcher apply --allow-untested' applies it"
+    assert st.state is State.UNKNOWN and st.hint == f"'patcher apply --allow-untested --python {python}' applies it"
 
 
 def test_untested_release_with_our_post_image_and_no_record_is_applied(venv, tmp_path):
