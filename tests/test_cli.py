@@ -561,8 +561,8 @@ def test_drafter_check_without_an_engine_warns_and_strict_exits_1(tmp_path):
     assert code == 0 and "engine:  none installed or named" in out and err.splitlines() == [warning]
     code, out, err = cli("drafter", "check", drafter, "--strict")
     assert code == 1 and err.splitlines() == [warning]
-    code, out, err = cli("drafter", "check", drafter, "--strict", "--json")
-    assert code == 1 and json.loads(out)["exit"] == 1 and json.loads(out)["engine"] is None
+    code, out, err = cli("drafter", "check", drafter, "--strict", "--json")  # stdout says it: "engine": null
+    assert code == 1 and json.loads(out)["exit"] == 1 and json.loads(out)["engine"] is None and err == ""
     named = ("drafter", "check", drafter, "--engine", "sglang", "--engine-version", "0.5.11")
     (code, _, err), strict = cli(*named), cli(*named, "--strict")
     assert err == "" and strict[::2] == (code, "")  # a named release: no warning, --strict changes nothing
