@@ -1,6 +1,7 @@
 """The CLI through main(argv): exact lines and exit codes, on real published releases.
 
-Each test named after an item of issue #11 failed on the code before that fix.
+Each test named after an item of issue #11 failed on the code before that fix; the tests of
+issue 24 (at the end) are named for what they check, and each failed on main before it.
 """
 
 from __future__ import annotations
