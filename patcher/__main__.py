@@ -2,7 +2,8 @@
 
 Exit codes: 0 everything in the wanted state; 1 a family is not (pending, lost, refused,
 blocked, conflict, unknown release, failed probe; with --strict also warnings, untested
-releases and probes that could not import); 2 usage or environment error.
+releases and probes that could not import); 2 usage or environment error; 141 stdout was
+closed by its reader (as SIGPIPE would end a shell tool).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -17,17 +20,54 @@ from typing import TextIO
 
 from . import __version__, actions, catalogue, manifest, selection
 from .errors import NotInstalled, PatcherError
-from .report import as_dict, as_text
+from .report import SCHEMA, as_dict, as_text, summary
 
 EXIT_USAGE = 2
+_NOT_OK = ("pending, lost, refused, blocked, conflict, unknown release,\n"
+           "     a failed probe; with --strict also warnings, untested releases and probes\n"
+           "     that could not import")
+_ENV = ("2    usage or environment error (bad flags, engine not installed, --python not a Python,\n"
+        "     editable or shadowed install, altered patch set, failed write rolled back)\n"
+        "141  stdout closed by its reader ('| head'), as SIGPIPE ends a shell tool")
+EXITS = {  # the README's "Exit codes", per command
+    "apply": "exit codes:\n0    every selected family is applied or upstream after the run, probes passed (or\n"
+             "     could not import)\n"
+             f"1    a family is not: {_NOT_OK};\n     or nothing was written because of a conflict\n{_ENV}",
+    "verify": "exit codes:\n0    every selected family is applied or upstream, probes passed (or could not import)\n"
+              f"1    a family is not: {_NOT_OK}\n{_ENV}",
+    "revert": "exit codes:\n0    nothing of ours is left in the selected families\n"
+              "1    a family is still ours: a conflict (a file edited after apply is left as it is;\n"
+              f"     the report names it and the pip reinstall that restores it)\n{_ENV}",
+}
+PORT_EXTRA = ("merge3",)  # pyproject's [port] extra: only 'patcher port' imports it
+EXIT_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a tool killed by SIGPIPE
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so a usage error is printed like every other
-    error (and as JSON on stdout with --json). Subparsers inherit the class."""
+    error (and as JSON on stdout with --json). Subparsers inherit the class.
+
+    No abbreviations ('--dry' for '--dry-run'): a Dockerfile that relies on one breaks the day a
+    second flag shares the prefix."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         raise PatcherError(f"usage: {message}", hint="'patcher --help' lists the commands")
+
+
+class _Version(argparse.Action):
+    """--version: which diffs a bug report ran, not only the package version. Computed when asked,
+    so other commands do not hash patches/ on every start."""
+
+    def __init__(self, option_strings, dest, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"patcher {__version__} ({catalogue.identity_line()})")
+        parser.exit()
 
 
 def _seconds(text: str) -> float:
@@ -41,9 +81,10 @@ def _seconds(text: str) -> float:
 
 
 def _selection_flags(p: argparse.ArgumentParser, what: str) -> None:
+    scope = ("installed or not: the catalogue lists what we ship" if what == "list" else
+             "with 'all', engines that are not installed are left out")
     p.add_argument("--engine", choices=("vllm", "sglang", "all"), default="all",
-                   help=f"which engine's families to {what}: vllm, sglang or all (default: all; with 'all', "
-                        "engines that are not installed are left out)")
+                   help=f"which engine's families to {what}: vllm, sglang or all (default: all; {scope})")
     p.add_argument("--only", action="append", default=[], metavar="ID",
                    help="only this family: 'sglang/<id>' or '<id>' for every engine that has it "
                         "(repeatable; default: every family applied by default)")
@@ -58,12 +99,14 @@ def _selection_flags(p: argparse.ArgumentParser, what: str) -> None:
 def _parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="patcher", description="EAGLE-3 / Kimi-K2 and SM120 fusion patches "
                  "for installed vLLM and SGLang releases.")
-    ap.add_argument("--version", action="version", version=f"patcher {__version__}")
+    ap.add_argument("--version", action=_Version, help="the package version and the patch set it carries "
+                    "(families, variants, a hash of patches/), then exit")
     sub = ap.add_subparsers(dest="command", required=True)
     for name, helptext in (("apply", "apply every patch this release needs, all or nothing"),
                            ("verify", "read-only: the state of every family, with probes"),
                            ("revert", "back to the published files (checked against RECORD)")):
-        p = sub.add_parser(name, help=helptext, description=helptext)
+        p = sub.add_parser(name, help=helptext, description=helptext, epilog=EXITS[name],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         _selection_flags(p, name)
         where = p.add_mutually_exclusive_group()
         where.add_argument("--python", metavar="PATH", help="interpreter of the environment to act on: the engine "
@@ -114,15 +157,18 @@ def _options(args: argparse.Namespace) -> actions.Options:
         probe_timeout=args.probe_timeout, patches=args.patches)
 
 
-def _error(exc: PatcherError, err: TextIO, debug: bool, out: TextIO | None = None) -> int:
+def _error(exc: PatcherError, err: TextIO, debug: bool, out: TextIO | None = None, command: str = "") -> int:
     """The one place errors are printed. With --json, stdout also gets them as JSON so a
-    machine reading stdout always has something to parse."""
+    machine reading stdout always has something to parse, named by the command's schema."""
     if debug:
         traceback.print_exc(file=err)
     for line in exc.lines():
         print(line, file=err)
     if out is not None:
-        print(json.dumps({"error": {"what": exc.what, "wanted": exc.wanted, "found": exc.found,
+        schema = {"list": catalogue.SCHEMA, "port": "", "drafter": "", "drafter check": "patcher.drafter.check/1",
+                  "drafter fix": "patcher.drafter.fix/1"}.get(command, SCHEMA)
+        print(json.dumps({**({"schema": schema} if schema else {}),
+                          "error": {"what": exc.what, "wanted": exc.wanted, "found": exc.found,
                                     "hint": exc.hint}, "exit": exc.exit_code}), file=out)
     return exc.exit_code
 
@@ -147,13 +193,17 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     code = max(r.exit_code(opts.strict) for r in reports)
     why = "exit 1: " + "; ".join(w for r in reports for w in r.reasons(opts.strict))
     if args.json:
-        print(json.dumps([as_dict(r, opts.strict) for r in reports], indent=1), file=out)
+        patch_set = catalogue.identity(opts.patches)  # which diffs ran, for a bug report
+        print(json.dumps([{**as_dict(r, opts.strict), "patch_set": patch_set} for r in reports], indent=1), file=out)
     else:
+        said: dict[str, str] = {}  # each warning and 'turn on' text once per run
         for r in reports:
-            for line in as_text(r, opts.strict):
+            for line in as_text(r, opts.strict, said):
                 print(line, file=out)
     if code and not args.json:  # a non-zero exit always says why, last (JSON: each report's "reasons")
         print(why, file=out)
+    elif args.command == "verify" and not args.json:  # and a clean one what it found, last
+        print(summary(reports), file=out)
     return code
 
 
@@ -172,7 +222,29 @@ def _help_hint(parser: argparse.ArgumentParser, argv: list[str]) -> str:
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        code = _main(sys.argv[1:] if argv is None else argv, out, err)
+        out.flush()  # here, not at interpreter exit, where a closed pipe could no longer be handled
+        return code
+    except BrokenPipeError:
+        # The reader went away ('patcher verify | head -1'): stop quietly with the status a shell
+        # tool killed by SIGPIPE has, not a traceback and exit 1 that reads as an unhealthy install.
+        _stop_writing(out)
+        return EXIT_PIPE
+
+
+def _stop_writing(out: TextIO) -> None:
+    """Point a closed stdout at /dev/null, so the interpreter's last flush does not fail again."""
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a file (tests pass a StringIO)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     command = None
     if argv[:1] == ["doctor"]:  # everything after '--' is the server command, not ours to parse
         from .doctor_cli import split_argv
@@ -184,7 +256,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         return int(exc.code or 0) and EXIT_USAGE
     except PatcherError as exc:
         exc.hint = _help_hint(parser, argv) or exc.hint
-        return _error(exc, err, False, out if "--json" in argv else None)
+        name = " ".join([a for a in argv if not a.startswith("-")][:2] if argv[:1] == ["drafter"] else
+                        [a for a in argv if not a.startswith("-")][:1])
+        return _error(exc, err, False, out if "--json" in argv else None, name)
     if args.command == "doctor":
         from . import doctor_cli
         return doctor_cli.run(args, command, out=out, err=err)
@@ -193,23 +267,32 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         from .drafter import cli as drafter_cli
         return drafter_cli.run(args, out=out, err=err, detect=drafter_detect)
     if args.command == "port":  # maintainer tooling: the merge library and the fetcher load only here
-        from .maintainer import port_cli
+        try:
+            from .maintainer import port_cli
+        except ModuleNotFoundError as exc:
+            if exc.name not in PORT_EXTRA:
+                raise
+            return _error(PatcherError("patcher port needs the 'port' extra", wanted=f"the {exc.name} library",
+                                       found=f"no module named {exc.name!r} in {sys.executable}",
+                                       hint="pip install 'kimi-patcher[port]'"), err, args.debug,
+                          out if args.json else None, "port")
         try:
             code, text = port_cli.run(args)
         except PatcherError as exc:
-            return _error(exc, err, args.debug, out if args.json else None)
+            return _error(exc, err, args.debug, out if args.json else None, "port")
         print(text, file=out)
         return code
     try:
         if args.command == "list":
             fams = catalogue.families(args.engine, tuple(args.only), tuple(args.skip), args.patches)
-            text = (json.dumps({"catalogue": True, "families": catalogue.rows(fams)}, indent=1) if args.json
+            text = (json.dumps({"schema": catalogue.SCHEMA, "catalogue": True, "families": catalogue.rows(fams)},
+                               indent=1) if args.json
                     else "\n".join(catalogue.lines(fams)))
             print(text, file=out)
             return 0
         return _run(args, out, err)
     except PatcherError as exc:
-        return _error(exc, err, args.debug, out if args.json else None)
+        return _error(exc, err, args.debug, out if args.json else None, args.command)
 
 
 if __name__ == "__main__":

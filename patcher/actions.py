@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,24 +93,26 @@ def locate(engine: str, fams: tuple[Family, ...], opts: Options) -> Install:
                            hint=f"install it there, or point {flag} at the environment that has it") from None
 
 
+def _restore(install: Install) -> str:
+    return f"pip install --force-reinstall --no-deps {install.engine}=={install.version}"
+
+
 def _edited(install: Install, statuses: list[Status]) -> None:
-    """A file we patched whose bytes are no longer what apply wrote: say so, and what a full
-    revert would do with it (computed, not guessed)."""
-    hit = [s for s in statuses if s.edited]
-    if not hit:
-        return
-    undo = [s for s in statuses if s.state is State.APPLIED and s.variant]
-    try:
-        back = compose(undo, Files(install), reverse=True)
-        outcome = {rel: "restore the published file" if install.pristine(rel, data) else
-                   "refuse it (undoing our hunks would not give the published file)" for rel, data in back.items()}
-    except PatcherError as exc:
-        outcome = {rel: f"refuse it ({exc.what})" for s in hit for rel in s.edited}
-    fix = f"pip install --force-reinstall --no-deps {install.engine}=={install.version}"
-    for s in hit:
+    """A file we patched whose bytes are no longer what apply wrote: our hunks still work, so the
+    family stays applied, with a warning that says what revert does with it (the one rule:
+    a file edited after apply is a conflict for revert, which leaves it as it is)."""
+    for s in statuses:
         for rel in s.edited:
             s.warnings.append(f"{rel} changed since apply (our hunks are intact, other lines differ); "
-                              f"'patcher revert' would {outcome.get(rel, 'refuse it')}; to start over: {fix}")
+                              "'patcher revert' leaves it as it is and exits 1 (conflict); "
+                              f"to get the published file back: {_restore(install)}")
+
+
+def _left_as_is(install: Install, st: Status, rels: list[str]) -> None:
+    """What revert reports for a family it does not touch because one of its files was edited."""
+    st.state = State.CONFLICT
+    st.detail = f"{', '.join(rels)} changed since apply (our hunks are intact, other lines differ); left as it is"
+    st.hint = f"to get the published file{'s' if len(rels) > 1 else ''} back: {_restore(install)}"
 
 
 def _refresh(records: dict, changes: dict[str, bytes], drop: frozenset[str] = frozenset()) -> dict:
@@ -140,8 +144,43 @@ def verify(engine: str, opts: Options) -> Report:
     if interrupted:
         report.notes.append("interrupted: a run was killed mid-write; the next 'patcher apply' or "
                             "'patcher revert' rolls it back")
+    if write.home(install).is_dir():  # pip knows nothing of it: say whose it is and how it goes
+        report.notes.append(f"{write.DIRNAME}/ in this site-packages is patcher's bookkeeping: 'patcher revert' "
+                            "removes it with our edits; run that before 'pip uninstall kimi-patcher'")
     if opts.probes:
         probes.run(install, statuses, opts.probe_timeout)
+        _unproven(report)
+    return _pasteable(report, opts)
+
+
+def _unproven(report: Report) -> None:
+    """Probes that could not import prove nothing: say so once, with what to run where they can
+    (the README's Docker advice), instead of an 'applied' that reads as proven."""
+    probed = [p for s in report.statuses for p in s.probes]
+    missing = [p["detail"].removeprefix("missing module ") for p in probed if p["status"] == "not importable"]
+    # ("missing module X" for a dependency outside the engine; other import errors keep their text)
+    if not missing:
+        return
+    what = ", ".join(dict.fromkeys(missing))
+    share = ("no probe could import here" if len(missing) == len(probed) else
+             f"{len(missing)} of {len(probed)} probes could not import here")
+    report.notes.append(f"{share} (missing {what}), so they prove nothing yet; run 'patcher verify' where the "
+                        "engine runs (the GPU host, after start-up) for the full proof")
+
+
+def _pasteable(report: Report, opts: Options) -> Report:
+    """Every 'patcher apply' / 'patcher revert' ... a hint or note names carries the --python or
+    --site this run was given, so the line can be pasted as it is (the drafter check does too)."""
+    if opts.python is None and opts.site is None:
+        return report
+    where = f" --python {shlex.quote(opts.python)}" if opts.python else f" --site {shlex.quote(str(opts.site))}"
+
+    def carry(text: str) -> str:
+        return re.sub(r"'patcher (apply|verify|revert)([^']*)'", lambda m: f"'patcher {m[1]}{m[2]}{where}'", text)
+
+    for st in report.statuses:
+        st.hint, st.warnings = carry(st.hint), [carry(w) for w in st.warnings]
+    report.notes = [carry(n) for n in report.notes]
     return report
 
 
@@ -153,13 +192,13 @@ def apply(engine: str, opts: Options) -> Report:
     fams = families(engine, opts)
     install = locate(engine, fams, opts)
     if opts.dry_run:
-        return _apply_plan(install, fams, opts, write.read_state(install), dry=True)
+        return _pasteable(_apply_plan(install, fams, opts, write.read_state(install), dry=True), opts)
     with write.locked(install, opts.lock_timeout):
         restored = write.recover(install, _forget(install))
         report = _apply_plan(install, fams, opts, write.read_state(install), dry=False)
         if restored:
             report.notes.append(f"rolled back an interrupted run: {', '.join(restored)}")
-    return report
+    return _pasteable(report, opts)
 
 
 def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, records: dict, dry: bool) -> Report:
@@ -181,6 +220,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
         _edited(install, statuses)
         if opts.probes and not dry:
             probes.run(install, statuses, opts.probe_timeout)
+            _unproven(report)
         return report
     state = _refresh(records, changes)
     for s in todo:
@@ -199,6 +239,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     _edited(install, after)
     if opts.probes:
         probes.run(install, after, opts.probe_timeout)
+        _unproven(report)
     return report
 
 
@@ -207,40 +248,55 @@ def revert(engine: str, opts: Options) -> Report:
     others = tuple(f for f in manifest.load_all(opts.patches, (engine,)) if f not in fams)
     install = locate(engine, fams, opts)
     if opts.dry_run:
-        return _revert_plan(install, fams, others, write.read_state(install), dry=True)
+        return _pasteable(_revert_plan(install, fams, others, write.read_state(install), dry=True), opts)
     with write.locked(install, opts.lock_timeout):
         restored = write.recover(install, _forget(install))
         report = _revert_plan(install, fams, others, write.read_state(install), dry=False)
         if restored:
             report.notes.append(f"rolled back an interrupted run: {', '.join(restored)}")
         write.tidy(install)  # nothing of ours left: no .kimi-patcher folder either
-    return report
+    return _pasteable(report, opts)
 
 
 def _revert_plan(install: Install, fams: tuple[Family, ...], others: tuple[Family, ...], records: dict,
                  dry: bool) -> Report:
     statuses = assess(install, fams, records)
     report = Report("revert", install, statuses, dry_run=dry)
-    undo = [s for s in statuses if s.variant and s.files
+    # A file edited after apply: the state file's hashes say which (the loop below finds the rest).
+    left = {s.family.id: s.edited for s in statuses if s.state is State.APPLIED and s.edited}
+    undo = [s for s in statuses if s.variant and s.files and s.family.id not in left
             and set(s.files.values()) <= {FileState.APPLIED, FileState.PRISTINE}
             and FileState.APPLIED in s.files.values()]
     files = Files(install)
-    changes = compose(undo, files, reverse=True)
     # A file no remaining family touches must be byte-identical to the wheel's RECORD. The
     # families left out by --only/--skip count: they may share a file with one reverted here.
-    kept = [s for s in statuses if s not in undo] + (assess(install, others, records) if others else [])
-    still = {fp.path for s in kept if s.state is State.APPLIED and s.variant for fp in s.family.patches[s.variant]}
-    for rel, data in changes.items():
-        if rel not in still and not install.pristine(rel, data):
-            raise PatcherError(f"reverting {rel} would not give the published file",
-                               wanted=f"{install.record[rel]} (RECORD)", found=engines.sha256_record(data),
-                               hint="the file holds edits we did not make; reinstall the engine with pip "
-                                    "--force-reinstall --no-deps")
+    # Without a state file to tell edits from our lines, that check finds them: such a family
+    # is left as it is too, and what remains is composed again without it.
+    others_st = assess(install, others, records) if others else []
+    while True:
+        changes = compose(undo, files, reverse=True)
+        kept = [s for s in statuses if s not in undo] + others_st
+        still = {fp.path for s in kept if s.variant and (s.state is State.APPLIED or s.family.id in left)
+                 for fp in s.family.patches[s.variant]}
+        edited = {rel for rel, data in changes.items() if rel not in still and not install.pristine(rel, data)}
+        if not edited:
+            break
+        for st in list(undo):
+            hit = sorted(edited & {fp.path for fp in st.family.patches[st.variant or ""]})
+            if hit:
+                left[st.family.id] = hit
+                undo.remove(st)
     report.changed = sorted(changes)
     report.planned = [s.family.id for s in undo]
-    if dry or not changes:
-        return report
-    state = _refresh(records, changes, drop=frozenset(s.family.id for s in undo))
-    write.commit(install, changes, state, _forget(install))
-    report.statuses = assess(install, fams, write.read_state(install))
+    # The records of every selected family that is not ours after this run go too, lost ones
+    # included (reverted after an upgrade): a record that outlived its revert would call the
+    # family "lost" after a later downgrade.
+    drop = frozenset(s.family.id for s in undo) | {s.family.id for s in statuses
+                                                   if s.family.id not in left and s.state is not State.CONFLICT}
+    if not dry and (changes or drop & set(records)):
+        write.commit(install, changes, _refresh(records, changes, drop=drop), _forget(install))
+        report.statuses = assess(install, fams, write.read_state(install))
+    for st in report.statuses:
+        if st.family.id in left:
+            _left_as_is(install, st, left[st.family.id])
     return report

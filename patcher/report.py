@@ -7,6 +7,10 @@ from typing import Any
 from .actions import Report
 from .plan import State
 
+# The JSON of apply / verify / revert (README "--json schema"). A change that could break a
+# reader (a key removed, renamed or retyped) takes a new number; added keys do not.
+SCHEMA = "patcher.report/1"
+
 _MARK = {State.APPLIED: "ok", State.UPSTREAM: "ok", State.PENDING: "todo", State.LOST: "LOST",
          State.REFUSED: "NO", State.BLOCKED: "NO", State.CONFLICT: "NO", State.UNKNOWN: "??"}
 
@@ -24,7 +28,7 @@ def _mark(s) -> str:
 def as_dict(r: Report, strict: bool) -> dict[str, Any]:
     i = r.install
     return {
-        "action": r.action, "dry_run": r.dry_run, "engine": i.engine, "version": str(i.version),
+        "schema": SCHEMA, "action": r.action, "dry_run": r.dry_run, "engine": i.engine, "version": str(i.version),
         "site": str(i.site), "python": i.python, "changed": r.changed, "notes": r.notes,
         "exit": r.exit_code(strict), "reasons": r.reasons(strict),
         "families": [{
@@ -35,19 +39,28 @@ def as_dict(r: Report, strict: bool) -> dict[str, Any]:
     }
 
 
-def as_text(r: Report, strict: bool) -> list[str]:
-    """The report, without the closing exit line (the CLI prints one for all engines)."""
+def as_text(r: Report, strict: bool, said: dict[str, str] | None = None) -> list[str]:
+    """The report, without the closing exit line (the CLI prints one for all engines).
+
+    ``said`` (text -> family id), shared by the reports of one run, makes each warning and
+    each 'turn on' text appear once, in full, where it first applies; a later family that has
+    the same one points back to it. A requirement's warning is left to the families it
+    concerns now: a pending family gets it when it is applied (JSON keeps every warning)."""
+    said = {} if said is None else said
     i = r.install
     verb = {"apply": "would apply" if r.dry_run else "applied", "revert": "would revert" if r.dry_run else "reverted"}
     out = [f"{i.engine} {i.version} at {i.site}" + (f" (python: {i.python})" if i.python else "")]
     for s in r.statuses:
+        fid = s.family.id
         variant = f" [{s.variant}]" if s.variant and s.state in (State.APPLIED, State.PENDING, State.LOST) else ""
         untested = " (untested release)" if s.untested and s.state is not State.UNKNOWN else ""
-        out.append(f"  {_mark(s):4} {s.family.id}: {s.state.value}{untested}{variant}: {s.detail}")
+        out.append(f"  {_mark(s):4} {fid}: {s.state.value}{untested}{variant}: {s.detail}")
         if s.state is State.APPLIED and _enable(s):
-            out.append(f"       turn on: {_enable(s)}")
+            out.append(_once("turn on", " ".join(_enable(s).split()), fid, said))
         for w in s.warnings:
-            out.append(f"       warning: {w}")
+            if s.state is State.PENDING and w.startswith(_required(s)):
+                continue
+            out.append(_once("warning", w, fid, said))
         for p in s.probes:
             extra = f": {p['detail']}" if p["detail"] else ""
             out.append(f"       probe {p['id']}: {p['status']}{extra}")
@@ -59,3 +72,23 @@ def as_text(r: Report, strict: bool) -> list[str]:
         out.append(f"  {verb[r.action]}: {', '.join(r.changed) if r.changed else idle}")
     out.extend(f"  note: {n}" for n in r.notes)
     return out
+
+
+def _required(s) -> tuple[str, ...]:
+    """The start of each warning plan._preconditions writes for this family's requirements."""
+    return tuple(req.why for req in s.family.requires) or ("\0",)
+
+
+def _once(label: str, text: str, fid: str, said: dict[str, str]) -> str:
+    first = said.setdefault(text, fid)
+    return f"       {label}: {text}" if first == fid else f"       {label}: as for {first} above"
+
+
+def summary(reports: list[Report]) -> str:
+    """The last line of a verify that exits 0: what was found, and what the probes proved."""
+    states = [s.state.value for r in reports for s in r.statuses]
+    counts = ", ".join(f"{states.count(v)} {v}" for v in ("applied", "upstream") if v in states)
+    probes = [p["status"] for r in reports for s in r.statuses for p in s.probes]
+    proved = ", ".join(f"{probes.count(v)} {v}" for v in ("passed", "not importable") if v in probes) or "not run"
+    families = f"{len(states)} famil{'y' if len(states) == 1 else 'ies'}"
+    return f"exit 0: {families} in the wanted state ({counts}); probes: {proved}"

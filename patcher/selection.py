@@ -8,6 +8,7 @@ would report "ok" for work it never did.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from . import manifest
@@ -23,6 +24,12 @@ def _named(every: tuple[Family, ...], name: str) -> list[Family]:
     return [f for f in every if name in (f.id, f.name)]
 
 
+def _did_you_mean(every: tuple[Family, ...], name: str) -> str:
+    known = sorted({f.id for f in every} | {f.name for f in every})
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return f"did you mean {close[0]}?" if close else ""
+
+
 def scope(engine: str, only: tuple[str, ...], skip: tuple[str, ...], patches: Path = manifest.PATCHES,
           engines: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """The engines a run acts on, after checking every name; ``engine`` is --engine's value."""
@@ -35,7 +42,7 @@ def scope(engine: str, only: tuple[str, ...], skip: tuple[str, ...], patches: Pa
             anywhere = _named(every, name)
             if not anywhere:
                 raise SelectionError(f"{flag} {name}: no such patch family", wanted="an id from 'patcher list'",
-                                     found=name)
+                                     found=name, hint=_did_you_mean(every, name))
             here = [f for f in anywhere if f.engine in wanted]
             if not here:
                 raise SelectionError(f"{flag} {name} selects nothing with --engine {engine}",

@@ -1,6 +1,7 @@
 """The CLI through main(argv): exact lines and exit codes, on real published releases.
 
-Each test named after an item of issue #11 failed on the code before that fix.
+Each test named after an item of issue #11 failed on the code before that fix; the tests of
+issue 24 (at the end) are named for what they check, and each failed on main before it.
 """
 
 from __future__ import annotations
@@ -9,16 +10,23 @@ import fcntl
 import io
 import json
 import os
+import re
 import shutil
 import stat
+import subprocess
+import sys
 import threading
+import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
-from patcher import engines, manifest, write
+from patcher import catalogue, engines, manifest, write
 from patcher.__main__ import main
 from patcher.maintainer import wheels
+from tests.support import toy
+from tests.test_drafter import eagle3_config, make_drafter
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "#!/bin/sh\necho hello\n"
@@ -47,6 +55,10 @@ def install(tmp_path: Path, engine: str, version: str) -> Path:
             (site / engine / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, site / engine / rel)
     return site
+
+
+BOOKKEEPING = ("  note: .kimi-patcher/ in this site-packages is patcher's bookkeeping: 'patcher revert --site {}' "
+               "removes it with our edits; run that before 'pip uninstall kimi-patcher'")
 
 
 # --- usage and environment errors -------------------------------------------------------
@@ -115,7 +127,7 @@ def test_item6_only_of_another_engine_than_engine_is_a_usage_error():
 def test_item7_usage_errors_are_json_on_stdout(argv, what):
     code, out, err = cli(*argv)
     assert code == 2
-    assert json.loads(out) == {"error": {"what": what, "wanted": "", "found": "",
+    assert json.loads(out) == {"schema": "patcher.report/1", "error": {"what": what, "wanted": "", "found": "",
                                          "hint": "'patcher verify --help' lists the flags and their defaults"},
                                "exit": 2}
     assert err.splitlines()[0] == f"error: {what}"
@@ -187,16 +199,16 @@ def test_item9_neither_engine_hint_names_the_flag_given(tmp_path):
 def test_item10_list_says_it_is_the_catalogue_and_merges_sub_ranges():
     code, out, _ = cli("list", "--only", "vllm/eagle3-drafter-keys", "--only", "sglang/k25-aux-capture")
     assert code == 0 and out.splitlines() == [
-        "the catalogue (what an install gets: 'patcher verify')",
+        "the catalogue (what an install gets: 'patcher verify'), each family's entries by release, oldest first",
         "vllm/eagle3-drafter-keys: vLLM EAGLE-3 drafter loader accepts both midlayer.* and layers.0.* keys",
         "  upstream since 0.9.0: >=0.9.0",
         "sglang/k25-aux-capture: SGLang Kimi-K2.5 wrapper forwards the EAGLE-3 hooks to its DeepSeek-V3 "
         "language model",
+        "  refused >=0.5.1,<0.5.4.post2 (use 0.5.10)",
+        "  upstream since 0.5.4.post2: >=0.5.4.post2,<0.5.9 (Kimi-K2 targets only: this release has no "
+        "kimi_k25.py; Kimi-K2.5 needs 0.5.9 with this patch, or 0.5.10+)",
         "  variant v1: ==0.5.9",
         "  upstream since 0.5.10: >=0.5.10",
-        "  upstream since 0.5.4.post2: <0.5.9,>=0.5.4.post2 (Kimi-K2 targets only: this release has no "
-        "kimi_k25.py; Kimi-K2.5 needs 0.5.9 with this patch, or 0.5.10+)",
-        "  refused <0.5.4.post2,>=0.5.1 (use 0.5.10)",
     ]
 
 
@@ -222,7 +234,8 @@ def test_item1_upstream_sub_range_says_what_it_covers(tmp_path):
     assert code == 0 and out.splitlines() == [
         f"sglang 0.5.5 at {site}",
         "  ok   sglang/k25-aux-capture: upstream: fixed upstream since 0.5.4.post2 (sgl-project/sglang#12319; "
-        "Kimi-K2 targets only: this release has no kimi_k25.py; Kimi-K2.5 needs 0.5.9 with this patch, or 0.5.10+)"]
+        "Kimi-K2 targets only: this release has no kimi_k25.py; Kimi-K2.5 needs 0.5.9 with this patch, or 0.5.10+)",
+        "exit 0: 1 family in the wanted state (1 upstream); probes: not run"]
 
 
 # --- item 2: a file we patched, edited afterwards -------------------------------------
@@ -235,14 +248,15 @@ def test_item2_edit_after_apply_is_a_warning_that_says_what_revert_does(tmp_path
     with open(site / "sglang/srt/models/llama_eagle3.py", "a") as f:
         f.write("# a local tweak\n")
     warning = ("       warning: sglang/srt/models/llama_eagle3.py changed since apply (our hunks are intact, other "
-               "lines differ); 'patcher revert' would refuse it (undoing our hunks would not give the published "
-               "file); to start over: pip install --force-reinstall --no-deps sglang==0.5.9")
+               f"lines differ); 'patcher revert --site {site}' leaves it as it is and exits 1 (conflict); to get "
+               "the published file back: pip install --force-reinstall --no-deps sglang==0.5.9")
     code, out, _ = cli("verify", *sel)
     assert code == 0 and out.splitlines()[1:] == [
-        "  ok   sglang/eagle3-drafter-keys: applied [v1]: variant v1 is in place", warning]
+        "  ok   sglang/eagle3-drafter-keys: applied [v1]: variant v1 is in place", warning, BOOKKEEPING.format(site),
+        "exit 0: 1 family in the wanted state (1 applied); probes: not run"]
     code, out, _ = cli("verify", *sel, "--strict")
     assert code == 1 and out.splitlines()[-1] == "exit 1: sglang/eagle3-drafter-keys has a warning (--strict)"
-    assert cli("revert", *sel)[0] == 2  # what the warning said
+    assert cli("revert", *sel)[0] == 1  # what the warning said
 
 
 @pytest.mark.wheels
@@ -284,7 +298,7 @@ def test_item3_conflict_names_the_line_that_differs(tmp_path, new, shown):
         "  NO   vllm/eagle3-target-whitelist: conflict: files are neither published nor ours: "
         f"vllm/config/speculative.py: hunk 1/1 does not apply (line 694); wanted {shown} (file line {line})",
         "       hint: someone edited them; reinstall the engine (pip install --force-reinstall --no-deps) and "
-        "apply again",
+        "apply again", BOOKKEEPING.format(site),
         "exit 1: vllm/eagle3-target-whitelist is in conflict"]
 
 
@@ -310,7 +324,10 @@ def test_item4_strict_says_why_when_every_line_is_ok():
     lines = out.splitlines()
     assert code == 1 and lines[1].startswith("  ok   sglang/k25-aux-capture: upstream:")
     assert lines[2].startswith("       probe k2-capture-regression-guard: not importable: ")
-    assert lines[3:] == ["exit 1: sglang/k25-aux-capture: probe k2-capture-regression-guard not importable (--strict)"]
+    assert lines[3:] == [
+        "  note: no probe could import here (missing tqdm), so they prove nothing yet; run 'patcher verify --site "
+        f"{site}' where the engine runs (the GPU host, after start-up) for the full proof",
+        "exit 1: sglang/k25-aux-capture: probe k2-capture-regression-guard not importable (--strict)"]
 
 
 @pytest.mark.wheels
@@ -366,7 +383,8 @@ def test_item8_dry_runs_exit_as_the_real_run_would(tmp_path):
     sel = ("--engine", "sglang", "--site", site, "--no-probes", "--only", "k25-aux-capture")
     assert cli("apply", *sel, "--dry-run")[:2] == (0, f"sglang 0.5.9 at {site}\n  todo sglang/k25-aux-capture: "
                                                    "pending [v1]: variant v1 is not applied yet\n       hint: run "
-                                                   "'patcher apply'\n  would apply: sglang/srt/models/kimi_k25.py\n")
+                                                   f"'patcher apply --site {site}'\n  would apply: "
+                                                   "sglang/srt/models/kimi_k25.py\n")
     assert cli("apply", *sel)[0] == 0
     code, out, _ = cli("revert", *sel, "--dry-run")
     assert code == 0 and out.splitlines()[-1] == "  would revert: sglang/srt/models/kimi_k25.py"
@@ -419,3 +437,311 @@ def test_item13_a_run_waiting_on_the_removed_lock_locks_the_new_one(tmp_path):
         assert not write.home(inst).exists()
     waiter.join(30)
     assert got == ["held"]
+
+
+# --- what the user reads (issue 24): each test is named for what it checks -------------
+
+@pytest.mark.parametrize("argv", [["list"], ["list", "--json"]])
+def test_a_reader_that_goes_away_ends_quietly_with_the_sigpipe_status(argv):
+    """'patcher list | head -0': the reader is gone before the first byte."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "patcher", *argv], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
+def test_a_closed_stdout_mid_report_is_the_sigpipe_status_in_process():
+    class Gone(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    err = io.StringIO()
+    assert main(["list"], out=Gone(), err=err) == 141 and err.getvalue() == ""
+
+
+@pytest.fixture
+def toy_engine(tmp_path, monkeypatch):
+    """The toy engine (tests/support/toy.py) as the only engine: (patches, selection flags, site).
+    Its wheel is unpacked as a site-packages (what pip would write, without pip: fast)."""
+    monkeypatch.setattr(manifest, "ENGINES", (toy.ENGINE,))
+    patches = toy.write_family(tmp_path / "patches")
+    site = tmp_path / "site"
+    toy_release(tmp_path, site, "1.0")
+    return patches, ("--engine", "all", "--site", site, "--patches", patches), site
+
+
+def toy_release(tmp_path: Path, site: Path, version: str) -> None:
+    """Install ``version`` of the toy engine into ``site``, replacing the one there (pip's upgrade)."""
+    for old in [p for p in [site / toy.ENGINE, *site.glob(f"{toy.ENGINE}-*.dist-info")] if p.exists()]:
+        shutil.rmtree(old)
+    (tmp_path / "wheels").mkdir(exist_ok=True)
+    with zipfile.ZipFile(toy.build_wheel(tmp_path / "wheels", version)) as zf:
+        zf.extractall(site)
+
+
+@pytest.mark.parametrize("state_file", ["kept", "deleted"])
+def test_revert_leaves_a_file_edited_after_apply_and_says_how_to_restore_it(toy_engine, state_file):
+    _, sel, site = toy_engine
+    assert cli("apply", *sel)[0] == 0
+    core = site / "toyengine/core.py"
+    edited = core.read_text() + "# a local tweak\n"
+    core.write_text(edited)
+    restore = "pip install --force-reinstall --no-deps toyengine==1.0"
+    if state_file == "kept":  # verify can tell the edit from our own lines, and says what revert does
+        code, out, _ = cli("verify", *sel)
+        assert code == 0 and out.splitlines()[2] == (
+            "       warning: toyengine/core.py changed since apply (our hunks are intact, other lines differ); "
+            f"'patcher revert --site {site}' leaves it as it is and exits 1 (conflict); to get the published file "
+            f"back: {restore}")
+    else:
+        (site / ".kimi-patcher/toyengine.json").unlink()
+    for only in ((), ("--only", "fix")):
+        code, out, _ = cli("revert", *sel, *only)
+        assert code == 1 and out.splitlines()[1:] == [
+            "  NO   toyengine/fix: conflict: toyengine/core.py changed since apply (our hunks are intact, other "
+            "lines differ); left as it is",
+            f"       hint: to get the published file back: {restore}",
+            "  reverted: nothing",
+            "exit 1: toyengine/fix is in conflict"]
+        assert core.read_text() == edited
+
+
+@pytest.mark.parametrize("flag", ["--site", "--python"])
+def test_hints_carry_the_python_or_site_flag_so_they_can_be_pasted(toy_engine, tmp_path, flag):
+    patches, _, site = toy_engine
+    where = site
+    if flag == "--python":  # a bare venv that imports the toy engine from the unpacked site
+        where = toy.make_venv(tmp_path / "venv")
+        (next((tmp_path / "venv").glob("lib/python*/site-packages")) / "toy.pth").write_text(f"{site}\n")
+    code, out, _ = cli("verify", "--engine", "all", flag, where, "--patches", patches, "--no-probes")
+    assert code == 1 and out.splitlines()[2] == f"       hint: run 'patcher apply {flag} {where}'"
+
+
+def test_list_help_says_every_engine_is_listed_installed_or_not(capsys):
+    assert main(["list", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "not installed are left out" not in text
+    assert "vllm, sglang or all (default: all; installed or not: the catalogue lists what we ship)" in text
+    code, out, _ = cli("list", "--json")  # nothing installed here: both engines are listed
+    assert code == 0 and {f["id"].split("/")[0] for f in json.loads(out)["families"]} == {"vllm", "sglang"}
+
+
+@pytest.mark.parametrize("argv, flag", [(("apply", "--dry"), "--dry"), (("verify", "--no-pro"), "--no-pro"),
+                                        (("verify", "--json", "--eng", "vllm"), "--eng vllm")])
+def test_abbreviated_flags_are_usage_errors(argv, flag):
+    code, _, err = cli(*argv)
+    assert code == 2 and err.splitlines()[0] == f"error: usage: unrecognized arguments: {flag}"
+
+
+def test_a_misspelt_family_gets_a_did_you_mean():
+    code, _, err = cli("verify", "--only", "k25-aux-captur")
+    assert code == 2 and err.splitlines() == ["error: --only k25-aux-captur: no such patch family",
+                                              "  wanted: an id from 'patcher list'", "  found:  k25-aux-captur",
+                                              "  hint:   did you mean k25-aux-capture?"]
+
+
+def test_port_without_the_port_extra_is_one_line_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "merge3", None)  # what 'import merge3' finds without the extra
+    for mod in ("patcher.maintainer.port_cli", "patcher.maintainer.port", "patcher.maintainer.merge"):
+        monkeypatch.delitem(sys.modules, mod, raising=False)
+    code, out, err = cli("port", "--engine", "sglang", "--to", "0.5.99")
+    assert code == 2 and out == "" and err.splitlines() == [
+        "error: patcher port needs the 'port' extra", "  wanted: the merge3 library",
+        f"  found:  no module named 'merge3' in {sys.executable}", "  hint:   pip install 'kimi-patcher[port]'"]
+
+
+def test_drafter_check_without_an_engine_warns_and_strict_exits_1(tmp_path):
+    drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
+    warning = ("warning: no engine found or named: the engine-specific checks are hints, not a pass; name the "
+               "release (--engine E --engine-version V, or --python / --site), or add --strict to exit 1 here")
+    code, out, err = cli("drafter", "check", drafter)  # nothing installed in this interpreter
+    assert code == 0 and "engine:  none installed or named" in out and err.splitlines() == [warning]
+    code, out, err = cli("drafter", "check", drafter, "--strict")
+    assert code == 1 and err.splitlines() == [warning]
+    code, out, err = cli("drafter", "check", drafter, "--strict", "--json")  # stdout says it: "engine": null
+    assert code == 1 and json.loads(out)["exit"] == 1 and json.loads(out)["engine"] is None and err == ""
+    named = ("drafter", "check", drafter, "--engine", "sglang", "--engine-version", "0.5.11")
+    (code, _, err), strict = cli(*named), cli(*named, "--strict")
+    assert err == "" and strict[::2] == (code, "")  # a named release: no warning, --strict changes nothing
+
+
+def test_revert_after_an_upgrade_leaves_no_state_that_calls_a_later_downgrade_lost(toy_engine, tmp_path):
+    _, sel, site = toy_engine
+    sel = (*sel, "--no-probes")
+    assert cli("apply", *sel)[0] == 0
+    toy_release(tmp_path, site, "1.5")  # pip upgrade: pristine files, still covered by the variant
+    code, out, _ = cli("verify", *sel)
+    assert code == 1 and out.splitlines()[1].startswith("  LOST toyengine/fix: lost [v1]: ")
+    assert cli("revert", *sel)[0] == 0
+    assert not (site / ".kimi-patcher").exists()  # nothing of ours is left, so no state either
+    toy_release(tmp_path, site, "1.0")  # the downgrade
+    code, out, _ = cli("verify", *sel)
+    assert code == 1 and out.splitlines()[1] == "  todo toyengine/fix: pending [v1]: variant v1 is not applied yet"
+
+
+def test_report_json_is_named_by_its_schema_on_success_and_on_error(toy_engine):
+    _, sel, _ = toy_engine
+    for command in ("verify", "apply", "revert"):
+        code, out, _ = cli(command, *sel, "--no-probes", "--json")
+        (report,) = json.loads(out)
+        assert code == 0 or command == "verify"
+        assert list(report)[:2] == ["schema", "action"] and report["schema"] == "patcher.report/1"
+    for argv in (("verify", "--json", "--frobnicate"), ("apply", *sel, "--json", "--only", "nope")):
+        assert json.loads(cli(*argv)[1])["schema"] == "patcher.report/1"
+    assert json.loads(cli("list", "--json")[1])["schema"] == "patcher.catalogue/1"
+    assert json.loads(cli("list", "--json", "--only", "nope")[1])["schema"] == "patcher.catalogue/1"
+    assert json.loads(cli("drafter", "check", "--json", "--frobnicate", "x")[1])["schema"] == "patcher.drafter.check/1"
+
+
+def test_version_names_the_patch_set_that_runs(capsys, tmp_path):
+    assert main(["--version"]) == 0
+    line = capsys.readouterr().out.strip()
+    fams = manifest.load_all(manifest.PATCHES)
+    n, variants = len(fams), sum(len(f.variants) for f in fams)
+    assert re.fullmatch(rf"patcher \S+ \(patch set: {n} families, {variants} variants, sha256 [0-9a-f]{{12}}\)", line)
+    assert line.endswith(f"sha256 {catalogue.identity()['sha256']})")
+    copy = shutil.copytree(manifest.PATCHES, tmp_path / "patches", ignore=shutil.ignore_patterns("__pycache__"))
+    assert catalogue.identity(copy) == catalogue.identity()  # the same files: the same identity
+    diff = next(copy.glob("sglang/*/v1.diff"))
+    diff.write_bytes(diff.read_bytes() + b"\n")
+    assert catalogue.identity(copy)["sha256"] != catalogue.identity()["sha256"]  # any byte of any diff counts
+
+
+def test_report_json_carries_the_patch_set(toy_engine):
+    patches, sel, _ = toy_engine
+    (report,) = json.loads(cli("verify", *sel, "--no-probes", "--json")[1])
+    assert report["patch_set"] == catalogue.identity(patches) and report["patch_set"]["families"] == 1
+
+
+@pytest.mark.parametrize("command, one", [
+    ("apply", "1 a family is not: pending, lost, refused, blocked, conflict, unknown release, a failed probe; with "
+              "--strict also warnings, untested releases and probes that could not import; or nothing was written "
+              "because of a conflict"),
+    ("verify", "1 a family is not: pending, lost, refused, blocked, conflict, unknown release, a failed probe; with "
+               "--strict also warnings, untested releases and probes that could not import 2 "),
+    ("revert", "1 a family is still ours: a conflict (a file edited after apply is left as it is; the report names "
+               "it and the pip reinstall that restores it)"),
+])
+def test_apply_verify_revert_help_lists_the_exit_codes(command, one, capsys):
+    assert main([command, "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    codes = text.split("exit codes: ")[1]
+    assert codes.startswith("0 ") and one in codes
+    assert "2 usage or environment error" in codes and "141 stdout closed by its reader" in codes
+
+
+def test_verify_says_whose_bookkeeping_folder_it_is_and_how_it_goes(toy_engine):
+    _, sel, site = toy_engine
+    sel = (*sel, "--no-probes")
+    assert "note:" not in cli("verify", *sel)[1]  # nothing of ours yet: nothing to explain
+    assert cli("apply", *sel)[0] == 0
+    code, out, _ = cli("verify", *sel)
+    assert code == 0 and (
+        BOOKKEEPING.format(site)) in out.splitlines()
+
+
+REQUIRES = '''
+[[requires]]
+distribution = "toyflash"
+versions = ">=1"
+severity = "warning"
+why = "the toy kernels need toyflash 1"
+'''
+GPU_PROBE = '''
+[[probe]]
+id = "gpu-kernels"
+module = "toyengine.gpu"
+check = "has_kernels"
+when = ["v1"]
+'''
+
+
+def toy_second_family(patches: Path) -> None:
+    """A second toy family (toyengine/other.py), with the same requirement and 'turn on' text as
+    the first one is given here: two families that would say the same thing."""
+    fam = patches / toy.ENGINE / "fix2"
+    fam.mkdir()
+    (fam / "patch.toml").write_text('title = "toy fix 2"\nwhy = "X must be 2"\nrefs = ["toy/toy#3"]\n\n'
+                                    '[[variant]]\nid = "v1"\nversions = ">=1.0,<2.0"\nenable = "--toy-fast"\n'
+                                    + REQUIRES + '\n[[probe]]\nid = "x-is-2"\nmodule = "toyengine.other"\n'
+                                    'check = "x_is_2"\nwhen = ["v1"]\n')
+    (fam / "v1.diff").write_text("--- a/toyengine/other.py\n+++ b/toyengine/other.py\n@@ -1 +1 @@\n-X = 1\n+X = 2\n")
+    (fam / "probes.py").write_text("def x_is_2(mod):\n    assert mod.X == 2, mod.X\n")
+    first = patches / toy.ENGINE / "fix" / "patch.toml"
+    first.write_text(first.read_text().replace('versions = ">=1.0,<2.0"\n', 'versions = ">=1.0,<2.0"\nenable = '
+                                               '"--toy-fast"\n', 1) + REQUIRES)
+
+
+def test_a_warning_and_a_turn_on_text_shared_by_two_families_are_said_once(toy_engine):
+    patches, sel, _ = toy_engine
+    toy_second_family(patches)
+    sel = (*sel, "--no-probes")
+    warning = "the toy kernels need toyflash 1: wanted toyflash>=1, found no toyflash"
+    code, out, _ = cli("verify", *sel)  # pending: the requirement is said when it applies
+    assert code == 1 and "warning:" not in out
+    assert [f["warnings"] for f in json.loads(cli("verify", *sel, "--json")[1])[0]["families"]] == [[warning]] * 2
+    code, out, _ = cli("apply", *sel)
+    assert code == 0 and out.splitlines()[1:7] == [
+        "  ok   toyengine/fix: applied [v1]: variant v1 is in place",
+        "       turn on: --toy-fast",
+        f"       warning: {warning}",
+        "  ok   toyengine/fix2: applied [v1]: variant v1 is in place",
+        "       turn on: as for toyengine/fix above",
+        "       warning: as for toyengine/fix above"]
+
+
+def test_a_clean_verify_ends_with_a_summary_line(toy_engine):
+    _, sel, _ = toy_engine
+    assert cli("apply", *sel, "--no-probes")[0] == 0
+    code, out, _ = cli("verify", *sel)
+    assert code == 0 and out.splitlines()[-1] == "exit 0: 1 family in the wanted state (1 applied); probes: 1 passed"
+    code, out, _ = cli("verify", *sel, "--no-probes")
+    assert code == 0 and out.splitlines()[-1] == "exit 0: 1 family in the wanted state (1 applied); probes: not run"
+
+
+def test_probes_that_could_not_import_say_the_proof_is_still_to_come(toy_engine, tmp_path):
+    patches, sel, site = toy_engine
+    (site / "toyengine/gpu.py").write_text("import toycuda  # a dependency outside the engine, absent here\n")
+    manifest_file = patches / toy.ENGINE / "fix" / "patch.toml"
+    manifest_file.write_text(manifest_file.read_text() + GPU_PROBE)
+    (patches / toy.ENGINE / "fix" / "probes.py").write_text(toy.PROBES + "\n\ndef has_kernels(mod):\n    pass\n")
+    code, out, _ = cli("apply", *sel)
+    assert code == 0 and out.splitlines()[-1] == (
+        f"  note: 1 of 2 probes could not import here (missing toycuda), so they prove nothing yet; run "
+        f"'patcher verify --site {site}' where the engine runs (the GPU host, after start-up) for the full proof")
+    assert "       probe gpu-kernels: not importable: missing module toycuda" in out.splitlines()
+
+
+def test_list_shows_each_family_by_release_with_ranges_lower_bound_first():
+    code, out, _ = cli("list", "--only", "sglang/sm120-allreduce-fusion", "--only", "vllm/mla-aux-capture")
+    lines = out.splitlines()
+    assert code == 0 and lines[1:4] == ["vllm/mla-aux-capture: vLLM DeepSeek-V2/V3, Kimi-K2 and Kimi-K2.5 targets "
+                                        "capture EAGLE-3 aux hidden states",
+                                        "  refused <0.11.1 (use 0.11.1)", "  variant B7: >=0.11.1,<0.12.0"]
+    assert "  variant v12: >=0.5.4.post2,<0.5.5.post1" in lines  # not '<0.5.5.post1,>=0.5.4.post2'
+    starts = [Version(ln.split(": >=")[1].split(",")[0]) for ln in lines if ": >=" in ln and "sglang" not in ln
+              and lines.index(ln) > lines.index(next(x for x in lines if x.startswith("sglang/")))]
+    assert starts == sorted(starts) and len(starts) > 10  # v1, v2, v3, v12, v13, v4 ...: by release, not by id
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("engine, version, readme", [
+    ("sglang", "0.5.9", "each probe reports `not importable: missing module numpy`"),
+    ("vllm", "0.16.0", "a bare vLLM reports `torch`"),
+])
+def test_readme_names_the_module_a_bare_engine_probe_misses(tmp_path, engine, version, readme):
+    """The README's bare-engine command (the engine installed with --no-deps), run: a venv that has
+    nothing but the engine's own files (a copy of the published wheel's tree) apply writes into."""
+    site = shutil.copytree(wheels.tree(engine, version), tmp_path / "site")
+    python = toy.make_venv(tmp_path / "engine")
+    (next((tmp_path / "engine").glob("lib/python*/site-packages")) / "engine.pth").write_text(f"{site}\n")
+    code, out, _ = cli("apply", "--engine", engine, "--python", python, "--json")
+    (report,) = json.loads(out)
+    statuses = {(p["status"], p["detail"]) for f in report["families"] for p in f["probes"]}
+    module = "numpy" if engine == "sglang" else "torch"
+    assert code == 0 and statuses == {("not importable", f"missing module {module}")}
+    assert " ".join(readme.split()) in " ".join((ROOT / "README.md").read_text().split())

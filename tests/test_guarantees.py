@@ -128,20 +128,23 @@ def test_file_modes_are_kept_by_apply_and_revert(venv, tmp_path, mode):
 
 def test_revert_refuses_when_it_would_not_give_the_published_file(venv, tmp_path):
     """Broken by: actions' RECORD check before revert writes (the hand edit is then 'reverted' into a
-    file no wheel ever had)."""
+    file no wheel ever had). Without the state file only that check can tell the edit from our lines;
+    the family is then left as it is, a conflict (exit 1) naming the file (README: one rule)."""
     python, site = venv
     install(python, tmp_path)
     patches = family(tmp_path / "patches")
     opts = actions.Options(python=str(python), patches=patches, probes=False)
     actions.apply(toy.ENGINE, opts)
+    (site / write.DIRNAME / f"{toy.ENGINE}.json").unlink()
     core = site / "toyengine" / "core.py"
     core.write_text(core.read_text().replace('return "toy"', 'return "hand edit"'))  # outside the hunk
     before = core.read_bytes()
     code, out, err = cli("revert", "--engine", "all", "--python", str(python),
                          "--patches", str(patches), "--json")
-    assert code == 2
-    assert out["error"]["what"] == "reverting toyengine/core.py would not give the published file"
-    assert out["error"]["wanted"].endswith("(RECORD)") and out["error"]["hint"]
+    (fam,) = out[0]["families"]
+    assert code == 1 and out[0]["changed"] == [] and fam["state"] == "conflict"
+    assert fam["detail"].startswith("toyengine/core.py changed since apply")
+    assert fam["hint"].endswith("pip install --force-reinstall --no-deps toyengine==1.0")
     assert core.read_bytes() == before
 
 
@@ -452,7 +455,7 @@ def test_untested_release_matching_a_pre_image_names_the_flag(venv, tmp_path):
     python, site = venv
     install(python, tmp_path, "3.0")
     st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"))))
-    assert st.state is State.UNKNOWN and st.hint == "'patcher apply --allow-untested' applies it"
+    assert st.state is State.UNKNOWN and st.hint == f"'patcher apply --allow-untested --python {python}' applies it"
 
 
 def test_untested_release_with_our_post_image_and_no_record_is_applied(venv, tmp_path):
