@@ -14,6 +14,7 @@ or ``--all sglang`` for the whole coverage window.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import shutil
 import subprocess
@@ -42,11 +43,23 @@ def _keep(name: str) -> bool:
 
 
 def tree(engine: str, version: str) -> Path:
-    """Site-packages-shaped tree of ``engine==version``; fetched on first use."""
+    """Site-packages-shaped tree of ``engine==version``; fetched on first use. One fetch per
+    release at a time on this machine: two at once (a test session and a warm-up job) could each
+    remove the other's partial tree and leave a complete-marked tree with files missing."""
     dest = TREES / f"{engine}-{version}"
     if (dest / _DONE).exists():
         return dest
-    with tempfile.TemporaryDirectory(dir=CACHE if CACHE.exists() else None) as tmp:
+    TREES.mkdir(parents=True, exist_ok=True)
+    with open(TREES / f".{engine}-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (dest / _DONE).exists():  # fetched by the holder we waited for
+            return dest
+        _fetch(engine, version, dest)
+    return dest
+
+
+def _fetch(engine: str, version: str, dest: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         subprocess.run(
             # The wheel for this interpreter: SGLang >= 0.5.11 ships per-CPython builds
             # (the sources we patch are the same in each).
@@ -62,7 +75,6 @@ def tree(engine: str, version: str) -> Path:
         (partial / _DONE).write_text(wheel.name + "\n")
         shutil.rmtree(dest, ignore_errors=True)
         partial.rename(dest)
-    return dest
 
 
 def published(engine: str) -> list[str]:
