@@ -59,3 +59,110 @@ def test_flags_naming_the_checked_drafter_raise_no_path_finding(tmp_path: Path) 
     flags = f"""--speculative-config '{{"method": "eagle3", "model": "{drafter}"}}'"""
     _, f = check(drafter, rd.kimi_target(tmp_path), "vllm", "0.20.0", "--flags", flags)
     assert "flags.draft_path" not in f and f["flags.algorithm"]["level"] == "ok"
+
+
+# --- 1. aux ids in eagle_config: what each vLLM runner takes ----------------------------------
+
+SPECFORGE_IDS = [4, 30, 56]  # a SpecForge run whose draft config names other layers than the default
+
+
+@pytest.mark.parametrize(("version", "level_v1", "level_v2", "default"), [
+    ("0.21.0", "problem", "hint", "v1"),  # v1 reads eagle_config ids only from 0.22.0; v2 never
+    ("0.24.0", "ok", "hint", "v1"),
+    ("0.29.0", "ok", "problem", "v2"),  # v2 is the default for a Kimi target from 0.29.0
+])
+def test_ids_only_in_eagle_config_per_vllm_runner(tmp_path: Path, version: str, level_v1: str, level_v2: str,
+                                                  default: str) -> None:
+    drafter = rd.specforge_kimi(tmp_path, ids=SPECFORGE_IDS)
+    code, f = check(drafter, rd.kimi_target(tmp_path), "vllm", version)
+    by_runner = {default: f["aux.capture"], ({"v1", "v2"} - {default}).pop(): f[f"aux.capture.{'v2' if default == 'v1' else 'v1'}"]}
+    assert (by_runner["v1"]["level"], by_runner["v2"]["level"]) == (level_v1, level_v2)
+    assert f"{default} runner (the one this launch uses by default" in f["aux.capture"]["message"]
+    if level_v1 == "problem":
+        assert "captures [2, 30, 58]" in by_runner["v1"]["message"]
+        assert "the v1 runner reads eagle_config ids only from 0.22.0" in by_runner["v1"]["message"]
+        assert '"eagle_aux_hidden_state_layer_ids": [4, 30, 56]' in by_runner["v1"]["hint"]
+    assert "the v2 runner reads no ids from eagle_config" in by_runner["v2"]["message"]
+    assert code == (1 if "problem" in (f["aux.capture"]["level"],) else code)
+
+
+def test_top_level_and_eagle_config_ids_that_disagree(tmp_path: Path) -> None:
+    drafter = rd.specforge_kimi(tmp_path, ids=SPECFORGE_IDS, eagle_aux_hidden_state_layer_ids=[2, 30, 58])
+    target = rd.kimi_target(tmp_path)
+    code, f = check(drafter, target, "vllm", "0.24.0")
+    assert code == 1 and f["aux.ids_keys"]["level"] == "problem"
+    assert "vLLM takes the top-level list" in f["aux.ids_keys"]["message"]
+    assert "captures [2, 30, 58]" in f["aux.capture"]["message"]  # the top-level list wins on vLLM
+    _, f = check(drafter, target, "sglang", "0.5.13")
+    assert "captures [4, 30, 56]" in f["aux.capture"]["message"]  # SGLang reads eagle_config
+
+
+def test_after_apply_follows_the_config_ids_family_once_merged(tmp_path: Path) -> None:
+    """vllm/eagle3-config-aux-ids lives on another branch: the check keys on its id, so a pending
+    state (what its manifest gives the published files) turns into 'after patcher apply' by itself."""
+    from dataclasses import replace
+
+    from packaging.version import Version
+
+    from patcher.drafter import facts
+    from patcher.drafter.checks import check_drafter
+    from patcher.drafter.checkpoint import read_checkpoint, read_config
+    from patcher.drafter.configs import parse_drafter_config, parse_target_config
+    from patcher.drafter.release import FamilyState, from_version
+
+    drafter, target = rd.specforge_kimi(tmp_path, ids=SPECFORGE_IDS), rd.kimi_target(tmp_path)
+    ckpt = read_checkpoint(drafter)
+    d = parse_drafter_config(ckpt.config, drafter / "config.json")
+    t = parse_target_config(read_config(target), target / "config.json")
+    base = from_version("vllm", Version("0.21.0"))
+    fam = FamilyState(replace(base.families[0].family, name=facts.CONFIG_AUX_IDS_FAMILY), "pending", "needs v1")
+    release = replace(base, families=(*base.families, fam))
+    (cap,) = [x for x in check_drafter(ckpt, d, t, release, None) if x.code == "aux.capture"]
+    assert cap.level == "problem"
+    assert "after 'patcher apply --engine vllm' it captures [4, 30, 56]" in cap.message
+    assert cap.hint == "run 'patcher apply --engine vllm': the patched release captures them"
+
+
+# --- 4. what the release does as it stands, and after `patcher apply` -------------------------
+
+def test_vllm_0_15_1_as_published_captures_nothing_for_deepseek(tmp_path: Path) -> None:
+    drafter = rd.speculators_kimi(tmp_path)
+    code, f = check(drafter, rd.kimi_target(tmp_path, k25=False), "vllm", "0.15.1")
+    cap = f["aux.capture"]
+    assert (code, cap["level"], cap["found"]) == (1, "problem", "nothing")
+    assert cap["message"].startswith("vllm 0.15.1, v1 runner (the one this launch uses by default; "
+                                     "VLLM_USE_V2_MODEL_RUNNER=1 selects v2) captures nothing (its DeepSeek/Kimi "
+                                     "model has no EAGLE-3 aux capture (vllm/mla-aux-capture is pending)); after "
+                                     "'patcher apply --engine vllm' it captures [2, 30, 58] in eager and graph mode")
+    assert f["aux.capture.v2"]["message"].endswith(
+        "after 'patcher apply --engine vllm' it still captures nothing (the v2 runner has no EAGLE-3 aux path before "
+        "0.17.0); the drafter was trained on [2, 30, 58]")
+
+
+def test_sglang_0_5_9_as_published_captures_nothing_for_k25(tmp_path: Path) -> None:
+    drafter = rd.specforge_kimi(tmp_path)
+    code, f = check(drafter, rd.kimi_target(tmp_path), "sglang", "0.5.9")
+    cap = f["aux.capture"]
+    assert (code, cap["level"], cap["found"]) == (1, "problem", "nothing")
+    assert cap["message"] == (
+        "sglang 0.5.9 captures nothing (the Kimi-K2.5 wrapper has no EAGLE-3 hooks (sglang/k25-aux-capture is "
+        "pending)); after 'patcher apply --engine sglang' it captures [2, 30, 58] in eager and graph mode (adds 1 "
+        "only to an id list starting at 1 (0.5.13's rule)); the drafter was trained on [2, 30, 58]")
+
+
+# --- 5. SpecForge's numbering ---------------------------------------------------------------------
+
+def test_specforge_numbering_is_said_once_and_judged_by_what_it_means(tmp_path: Path) -> None:
+    drafter, target = rd.specforge_kimi(tmp_path, ids=[1, 29, 57]), rd.kimi_target(tmp_path)
+    code, f = check(drafter, target, "sglang", "0.5.13", "--flags",
+                    f"--speculative-algorithm EAGLE3 --speculative-draft-model-path {drafter}")
+    assert f["aux.layer_ids"]["message"] == (
+        "aux layer ids [1, 29, 57] start at 1: SpecForge's numbering (output of layer i), read as SGLang 0.5.13 "
+        "reads it: the target layers [2, 30, 58] in the numbering vLLM and speculators use")
+    assert (f["aux.capture"]["level"], f["aux.capture"]["hint"]) == ("ok", "")
+    assert "captures [2, 30, 58] in eager and graph mode" in f["aux.capture"]["message"]
+    assert sum("numbering" in x["message"] + x["hint"] for x in f.values()) == 1
+    # vLLM takes ids as given: the same drafter is a problem there, with the ids to write.
+    _, f = check(drafter, target, "vllm", "0.24.0")
+    assert (f["aux.capture"]["level"], f["aux.capture"]["found"]) == ("problem", "eager [1, 29, 57], graph [1, 29, 57]")
+    assert '"eagle_aux_hidden_state_layer_ids": [2, 30, 58]' in f["aux.capture"]["hint"]

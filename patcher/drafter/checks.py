@@ -19,6 +19,7 @@ from .release import Release
 from .release_checks import (
     MLA_DRAFTERS,
     check_aux_capture,
+    check_aux_ids,
     check_drafter_class,
     check_setup,
     check_target_class,
@@ -41,6 +42,8 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
     findings = check_setup(engine) if engine is not None else []
     findings += check_target_class(engine, target) if engine is not None else []
     findings += _check_config_format(drafter, engine)
+    findings += check_aux_ids(drafter, target)
+    findings += check_aux_capture(drafter, target, engine)
     if any(a in MLA_DRAFTERS for a in drafter.architectures):
         findings.append(hint("architecture.mla", "an MLA EAGLE-3 drafter: the key and shape checks here are for "
                              "Llama drafters and were skipped"))
@@ -48,7 +51,6 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
     findings += _check_decoder_keys(ckpt, engine)
     findings += _check_unknown_keys(ckpt, engine)
     findings += _check_fc(ckpt, drafter, target)
-    findings += check_aux_capture(drafter, target, engine)
     findings += check_vocab(ckpt, drafter, target)
     findings += check_attention(ckpt, drafter, target)
     findings += check_context(drafter, target)

@@ -9,7 +9,7 @@ compares versions.
 from __future__ import annotations
 
 from . import facts
-from .configs import EAGLE3_LLAMA, DrafterConfig, TargetConfig
+from .configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
 from .findings import Finding, hint, ok, problem
 from .release import Release
 
@@ -99,54 +99,121 @@ def check_drafter_class(d: DrafterConfig, release: Release | None) -> list[Findi
                     found=archs, hint=todo)]
 
 
-def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release | None) -> list[Finding]:
-    """Which target layers the engine captures for this drafter, in eager and in graph mode."""
+def _ids_text(ids: list[int] | None, n: int | None) -> str:
+    return str(ids) if ids is not None else (str(facts.default_aux_layer_ids(n)) if n is not None else "the default")
+
+
+def check_aux_ids(d: DrafterConfig, t: TargetConfig | None) -> list[Finding]:
+    """The ids the drafter states: in range, what they mean, and the two keys agreeing."""
     n = t.num_hidden_layers if t is not None else None
     ids = list(d.aux_layer_ids) if d.aux_layer_ids else None
     out: list[Finding] = []
+    top, in_eagle = d.top_aux_ids, d.eagle_aux_ids
+    if top is not None and in_eagle is not None and list(top) != list(in_eagle):
+        out.append(problem("aux.ids_keys", f"eagle_aux_hidden_state_layer_ids differ: {list(top)} at the top level, "
+                           f"{list(in_eagle)} in eagle_config. vLLM takes the top-level list (it wins on both "
+                           "runners), SGLang reads only eagle_config: the two engines run different drafters",
+                           wanted="one list, the same in both places", found=f"top {list(top)}, eagle_config "
+                           f"{list(in_eagle)}", hint="keep the list the drafter was trained on in both places"))
     if ids is not None and n is not None:
         bad = [i for i in ids if not 0 <= i < n]
         if bad:
             out.append(problem("aux.layer_ids", f"aux layer ids {ids} reach outside the target's {n} layers",
                                wanted=f"ids in 0..{n - 1}", found=str(ids)))
             return out
+    trained, meaning = facts.trained_layers(d.format == SPECULATORS, ids)
+    if meaning:
+        out.append(ok("aux.layer_ids", f"aux layer ids {meaning}"))
+    elif ids is not None and n is not None:
         out.append(ok("aux.layer_ids", f"aux layer ids {ids} are within the target's {n} layers"))
-    if release is None or not d.use_aux_hidden_state:
-        if ids is None and n is not None:
-            out.append(ok("aux.layer_ids", f"no explicit aux layer ids: the engine uses "
-                          f"{facts.default_aux_layer_ids(n)} for the target's {n} layers"))
-        return out
-    cap = facts.aux_capture(release, ids, n)
-    if cap is None:
-        return out
-    wanted = ids if ids is not None else cap.eager
-    modes = (f"{cap.eager} in eager mode and {cap.graph} with CUDA graphs" if cap.graph != cap.eager
-             else f"{cap.eager} in eager and graph mode")
-    message = f"{release.label()} captures {modes} ({cap.why})"
-    if ids is None or (cap.eager == wanted and cap.graph in (wanted, [])):
-        out.append(ok("aux.capture", message))
-        return out
-    out.append(problem("aux.capture", message + f"; the drafter was trained on {ids} (vLLM and speculators "
-                       "take ids as given)", wanted=f"capture {ids} in both modes",
-                       found=f"eager {cap.eager}, graph {cap.graph or '(default, N unknown)'}",
-                       hint=_capture_hint(release, ids, n)))
+    elif ids is None and n is not None:
+        out.append(ok("aux.layer_ids", f"no explicit aux layer ids: the engine uses "
+                      f"{facts.default_aux_layer_ids(n)} for the target's {n} layers"))
     return out
 
 
-def _capture_hint(release: Release, ids: list[int], n: int | None) -> str:
-    fam = release.family(facts.AUX_IDS_FAMILY)
-    starts_at_1 = ids[:1] == [1]
-    if n is not None and ids == facts.default_aux_layer_ids(n):  # works on every release, patched or not
+def _modes(cap: facts.Capture) -> str:
+    if cap.nothing:
+        return "captures nothing"
+    if cap.graph != cap.eager:
+        return f"captures {cap.eager} in eager mode and {cap.graph or '(the default)'} with CUDA graphs"
+    return f"captures {cap.eager} in eager and graph mode"
+
+
+def _matches(cap: facts.Capture | None, want: list[int] | None) -> bool | None:
+    if cap is None or want is None:
+        return None
+    return not cap.nothing and cap.eager == want and cap.graph in (want, [])
+
+
+def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release | None) -> list[Finding]:
+    """Which target layers the release captures for this drafter: per engine path (vLLM's
+    runners), as the release stands and once 'patcher apply' has run."""
+    if release is None or release.version is None or not d.use_aux_hidden_state:
+        return []
+    n = t.num_hidden_layers if t is not None else None
+    arch = t.architectures[0] if t is not None and t.architectures else None
+    ids = list(d.aux_layer_ids) if d.aux_layer_ids else None
+    trained, _ = facts.trained_layers(d.format == SPECULATORS, ids)
+    want = trained if trained is not None else (facts.default_aux_layer_ids(n) if n is not None else None)
+    top = list(d.top_aux_ids) if d.top_aux_ids is not None else None
+    in_eagle = list(d.eagle_aux_ids) if d.eagle_aux_ids is not None else None
+    applied = facts.after_apply(release)
+    if release.name == "vllm":
+        default = facts.vllm_default_runner(release, arch)
+        runners = sorted(facts.vllm_runners(release), key=lambda r: r != default)
+    else:
+        default, runners = "", [""]
+    out: list[Finding] = []
+    for runner in runners:
+        now = facts.capture(release, runner, top, in_eagle, arch, n)
+        later = facts.capture(applied, runner, top, in_eagle, arch, n)
+        if now is None:
+            continue
+        who = release.label()
+        if runner:
+            other = ("VLLM_USE_V2_MODEL_RUNNER=1 selects v2" if default == facts.V1 and len(runners) > 1
+                     else "the default for this target" if runner == default else "")
+            who += (f", {runner} runner (the one this launch uses by default"
+                    + (f"; {other})" if other and runner == default and default == facts.V1 else ")")
+                    if runner == default else f", {runner} runner (if the launch selects it)")
+        message = f"{who} {_modes(now)} ({now.why})"
+        if later is not None and (later.eager, later.graph, later.nothing) != (now.eager, now.graph, now.nothing):
+            message += f"; after '{release.apply_command()}' it {_modes(later)} ({later.why})"
+        elif later is not None and later.nothing and later.why != now.why:
+            message += f"; after '{release.apply_command()}' it still captures nothing ({later.why})"
+        good, good_later = _matches(now, want), _matches(later, want)
+        code = "aux.capture" if runner == default else f"aux.capture.{runner}"
+        if good is None or good:
+            out.append(ok(code, message))
+            continue
+        trained_text = f"; the drafter was trained on {_ids_text(want, n)}"
+        found = ("nothing" if now.nothing else f"eager {now.eager}, graph {now.graph or '(default, N unknown)'}")
+        level = problem if runner == default else hint
+        out.append(level(code, message + trained_text, wanted=f"capture {want} in both modes", found=found,
+                         hint=_capture_hint(release, d, want, n, good_later)))
+    return out
+
+
+def _capture_hint(release: Release, d: DrafterConfig, want: list[int], n: int | None, fixed_by_apply: bool | None) -> str:
+    if fixed_by_apply:
+        return f"run '{release.apply_command()}': the patched release captures them"
+    if release.name == "vllm" and d.top_aux_ids is None and d.eagle_aux_ids is not None:
+        return (f'state the ids at the top level too ("eagle_aux_hidden_state_layer_ids": {want}), which every '
+                f"vLLM runner reads: {_fix_hint(release)}")
+    if n is not None and want == facts.default_aux_layer_ids(n) and release.name == "sglang":
         return "omit eagle_aux_hidden_state_layer_ids: they equal the engine default, which it captures as given"
-    if fam is not None and fam.state in ("pending", "lost") and not starts_at_1:
-        return f"apply {fam.family.id} ('{release.apply_command()}'): explicit ids then mean the same in both modes"
-    if starts_at_1:
-        return ("an id list starting at 1 is read as SpecForge's numbering (output of layer i) and gets +1; "
-                "if the drafter was trained on these layers as given, vLLM captures them as given")
+    if release.name == "vllm":
+        return f'state the trained layers as given ("eagle_aux_hidden_state_layer_ids": {want}): {_fix_hint(release)}'
     rule = facts.shift_rule(release)
     if rule is not None and rule[1] == "first-is-1":
         return "no SGLang rule explains this capture; file an issue with 'patcher drafter check --json'"
     return "SGLang 0.5.13 and later take explicit ids not starting at 1 as given, in both modes"
+
+
+def _fix_hint(release: Release) -> str:
+    where = release.located_by or f" --engine-version {release.version}"
+    return f"patcher drafter fix DRAFTER --out NEW --engine {release.name}{where}"
 
 
 def check_use_aux(ckpt_fc_cols: int | None, d: DrafterConfig, target_hidden: int | None) -> list[Finding]:
