@@ -411,3 +411,41 @@ def test_sglang_native_layers0_matches_every_release() -> None:
     for version, tree in _trees("sglang"):
         native = "legacy_name_map" in (tree / "sglang/srt/models/llama_eagle3.py").read_text()
         assert (version >= facts.SGLANG_MAPS_LAYERS0) == native, version
+
+
+# --- which aux ids each vLLM runner reads (facts.ids_taken), on every cached release -----------
+
+def test_vllm_runner_id_readers_match_every_release() -> None:
+    trees = _trees("vllm")
+    assert len(trees) > 10
+    for version, tree in trees:
+        release = from_version("vllm", version)
+        v1 = (tree / "vllm/v1/worker/gpu_model_runner.py").read_text()
+        v2_dir = tree / "vllm/v1/worker/gpu"
+        assert (facts.V2 in facts.vllm_runners(release)) == v2_dir.is_dir(), version
+        utils = v2_dir / "spec_decode/eagle/eagle3_utils.py"
+        v2_aux = utils.is_file() and "eagle_aux_hidden_state_layer_ids" in utils.read_text()
+        assert (version >= facts.VLLM_V2_AUX_SINCE) == v2_aux, version
+        v1_reads = 'eagle_config.get("eagle_aux_hidden_state_layer_ids")' in v1
+        taken = facts.ids_taken(release, facts.V1, None, [4, 30, 56])
+        assert (taken.source == "eagle_config") == v1_reads, version
+        if v2_aux:  # v2 never reads the eagle_config copy of the ids
+            assert 'get("eagle_aux_hidden_state_layer_ids")' not in utils.read_text(), version
+            assert facts.ids_taken(release, facts.V2, None, [4, 30, 56]).source == "default", version
+
+
+def test_vllm_default_runner_for_kimi_matches_every_release() -> None:
+    for version, tree in _trees("vllm"):
+        config = tree / "vllm/config/vllm.py"
+        text = config.read_text() if config.is_file() else ""
+        if "def use_v2_model_runner" not in text:
+            v2_default = False  # no property: v2 only by VLLM_USE_V2_MODEL_RUNNER=1
+        else:
+            body = text.split("def use_v2_model_runner", 1)[1].split("\n    def ", 1)[0]
+            gate = "_is_default_v2_model_runner_model()" in body
+            listed = text.split("DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES = ", 1)[1].split(")", 1)[0] if gate else ""
+            v2_default = not gate or any(f'"{a}"' in listed for a in ("DeepseekV3ForCausalLM",
+                                                                        "KimiK25ForConditionalGeneration"))
+        for arch in ("DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"):
+            got = facts.vllm_default_runner(from_version("vllm", version), arch)
+            assert (got == facts.V2) == v2_default, (version, arch)

@@ -171,12 +171,13 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
         if now is None:
             continue
         who = release.label()
-        if runner:
-            other = ("VLLM_USE_V2_MODEL_RUNNER=1 selects v2" if default == facts.V1 and len(runners) > 1
-                     else "the default for this target" if runner == default else "")
-            who += (f", {runner} runner (the one this launch uses by default"
-                    + (f"; {other})" if other and runner == default and default == facts.V1 else ")")
-                    if runner == default else f", {runner} runner (if the launch selects it)")
+        if runner == default and len(runners) > 1:
+            switch = "VLLM_USE_V2_MODEL_RUNNER=1 selects v2" if default == facts.V1 else "VLLM_USE_V2_MODEL_RUNNER=0 selects v1"
+            who += f", {runner} runner (the one this launch uses by default; {switch})"
+        elif runner and runner == default:
+            who += f", {runner} runner (the only one)"
+        elif runner:
+            who += f", {runner} runner (if the launch selects it)"
         message = f"{who} {_modes(now)} ({now.why})"
         if later is not None and (later.eager, later.graph, later.nothing) != (now.eager, now.graph, now.nothing):
             message += f"; after '{release.apply_command()}' it {_modes(later)} ({later.why})"
