@@ -167,3 +167,53 @@ def test_specforge_numbering_is_said_once_and_judged_by_what_it_means(tmp_path: 
     _, f = check(drafter, target, "vllm", "0.24.0")
     assert (f["aux.capture"]["level"], f["aux.capture"]["found"]) == ("problem", "eager [1, 29, 57], graph [1, 29, 57]")
     assert '"eagle_aux_hidden_state_layer_ids": [2, 30, 58]' in f["aux.capture"]["hint"]
+
+
+# --- 2. EAGLE 3.1 switches ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("version", "outcomes"), [
+    # speculators' EAGLE-3 defaults: norm_before_fc (input_norm.weight) and norm_output on.
+    ("0.17.0", {"norm_before_fc": "refused loudly", "norm_output": "dropped in silence"}),
+    ("0.18.0", {"norm_before_fc": "dropped in silence", "norm_output": "dropped in silence"}),
+    ("0.24.0", {"norm_before_fc": "honoured", "norm_output": "dropped in silence"}),
+    ("0.25.0", {"norm_before_fc": "honoured", "norm_output": "honoured"}),
+])
+def test_speculators_default_drafter_switches_on_vllm(tmp_path: Path, version: str, outcomes: dict[str, str]) -> None:
+    code, f = check(rd.speculators_kimi(tmp_path), rd.kimi_target(tmp_path), "vllm", version)
+    for switch, outcome in outcomes.items():
+        finding = f[f"eagle31.{switch}"]
+        assert f": {outcome}" in finding["message"], (switch, finding["message"])
+        assert finding["level"] == ("ok" if outcome == "honoured" else "problem")
+    if any(o != "honoured" for o in outcomes.values()):
+        assert code == 1
+
+
+@pytest.mark.parametrize(("version", "fc_norm", "norm_output"), [
+    ("0.5.12", "dropped in silence", "dropped in silence"),  # registered, but the MLA drafter reads neither
+    ("0.5.13", "honoured", "honoured"),
+])
+def test_mla_eagle31_drafter_on_sglang(tmp_path: Path, version: str, fc_norm: str, norm_output: str) -> None:
+    _, f = check(rd.mla_eagle31(tmp_path), rd.kimi_target(tmp_path), "sglang", version)
+    assert f": {fc_norm}" in f["eagle31.fc_norm"]["message"]
+    assert f": {norm_output}" in f["eagle31.norm_output"]["message"]
+    if fc_norm != "honoured":  # our keys family makes the skipped fc_norm.* weights loud
+        assert "after 'patcher apply --engine sglang' it is refused at load" in f["eagle31.fc_norm"]["message"]
+        assert f["eagle31.fc_norm"]["hint"] == "use sglang 0.5.13 or newer"
+    assert "aux.capture" in f  # the MLA drafter's capture is judged like any other
+
+
+def test_specforge_fc_norm_drafter_on_sglang_before_0_5_12(tmp_path: Path) -> None:
+    _, f = check(rd.specforge_kimi(tmp_path, fc_norm=True), rd.kimi_target(tmp_path), "sglang", "0.5.11")
+    assert f["eagle31.fc_norm"]["level"] == "problem"
+    assert "dropped in silence (the loader skips fc_norm.* without a message)" in f["eagle31.fc_norm"]["message"]
+    assert f["keys.unknown"]["level"] == "ok"  # the fc_norm.* weights are said once, by the switch check
+
+
+def test_switch_weights_without_the_switch_are_a_problem(tmp_path: Path) -> None:
+    drafter = rd.speculators_kimi(tmp_path)
+    config = json.loads((drafter / "config.json").read_text())
+    config["norm_before_fc"] = False
+    (drafter / "config.json").write_text(json.dumps(config))
+    _, f = check(drafter, rd.kimi_target(tmp_path), "vllm", "0.25.0")
+    assert f["eagle31.norm_before_fc"]["level"] == "problem"
+    assert f["eagle31.norm_before_fc"]["found"].startswith("norm_before_fc unset or false; e.g. input_norm.weight")

@@ -449,3 +449,41 @@ def test_vllm_default_runner_for_kimi_matches_every_release() -> None:
         for arch in ("DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"):
             got = facts.vllm_default_runner(from_version("vllm", version), arch)
             assert (got == facts.V2) == v2_default, (version, arch)
+
+
+# --- EAGLE 3.1 switches (facts.EAGLE31_READ_SINCE), on every cached release ---------------------
+
+_SWITCH_FILES = {
+    "vllm": {"llama": "vllm/model_executor/models/llama_eagle3.py", "mla": "vllm/model_executor/models/deepseek_eagle3.py",
+             "speculators": "vllm/transformers_utils/configs/speculators/algos.py"},
+    "sglang": {"llama": "sglang/srt/models/llama_eagle3.py", "mla": "sglang/srt/models/kimi_k25_eagle3.py"},
+}
+
+
+def _reads_switch(path: Path, kind: str, switch: str) -> bool:
+    if not path.is_file():
+        return False
+    text = path.read_text()
+    if kind == "speculators":  # the converter must carry it into the config the model reads
+        return f'pre_trained_config["{switch}"] = config_dict.get("{switch}"' in text
+    return f'getattr(self.config, "{switch}"' in text or f'getattr(config, "{switch}"' in text
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_eagle31_switch_readers_match_every_release(engine: str) -> None:
+    trees = _trees(engine)
+    assert len(trees) > 10
+    for version, tree in trees:
+        for kind, rel in _SWITCH_FILES[engine].items():
+            for switch in facts.EAGLE31_SWITCHES:
+                since = facts.EAGLE31_READ_SINCE[engine].get(kind, {}).get(switch)
+                expected = since is not None and version >= Version(since)
+                assert _reads_switch(tree / rel, kind, switch) == expected, (version, kind, switch)
+
+
+def test_vllm_skips_input_norm_from_0_18_0() -> None:
+    for version, tree in _trees("vllm"):
+        text = (tree / "vllm/model_executor/models/llama_eagle3.py").read_text()
+        # skip_substrs up to 0.28.0; from 0.29.0 a WeightsMapper that maps the prefix to None.
+        skips = 'skip_substrs.append("input_norm.")' in text or 'orig_to_new_substr["input_norm."] = None' in text
+        assert skips == (version >= facts.VLLM_SKIPS_INPUT_NORM), version

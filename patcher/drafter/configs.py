@@ -43,6 +43,7 @@ class DrafterConfig:
     rope_theta: float | None
     rope_scaling: dict | None
     torch_dtype: str | None
+    switches: tuple[str, ...] = ()  # EAGLE 3.1 switches the config turns on (facts.EAGLE31_SWITCHES)
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,10 @@ def parse_drafter_config(config: dict, where: Path) -> DrafterConfig:
         raise DrafterInputError(f"{where}: eagle_config.use_aux_hidden_state is not true/false",
                                 wanted='"use_aux_hidden_state": true', found=repr(use_aux))
     dtype = config.get("torch_dtype", layer.get("torch_dtype", config.get("dtype", layer.get("dtype"))))
+    # Both tools write the switches at the top level; vLLM 0.22+ and SGLang 0.5.17+ also take
+    # norm_before_fc from eagle_config, first.
+    switches = tuple(name for name in ("norm_before_fc", "fc_norm", "norm_output")
+                     if (eagle.get(name, config.get(name)) if name == "norm_before_fc" else config.get(name)) is True)
     smt = config.get("speculators_model_type")
     return DrafterConfig(
         format=fmt,
@@ -147,6 +152,7 @@ def parse_drafter_config(config: dict, where: Path) -> DrafterConfig:
         rope_theta=_num(layer, "rope_theta", where),
         rope_scaling=_dict(layer, "rope_scaling", where),
         torch_dtype=dtype if isinstance(dtype, str) else None,
+        switches=switches,
     )
 
 

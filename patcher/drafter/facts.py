@@ -289,3 +289,61 @@ def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list
     elif taken.source != "default" and top is not None and in_eagle is not None and top != in_eagle:
         why = f"the {taken.source} ids; {why}"
     return Capture(cap.eager, cap.graph, why)
+
+
+# --- EAGLE 3.1 switches ---------------------------------------------------------------------------
+# `norm_before_fc` (one RMSNorm over the concatenated aux states, weight `input_norm.weight`),
+# `fc_norm` (an RMSNorm per aux state, `fc_norm.{i}.weight`) and `norm_output` (the post-norm state
+# fed to the next draft step; no weight). The first release whose drafter class reads each one
+# (vLLM: llama_eagle3.py / deepseek_eagle3.py; SGLang: llama_eagle3.py / kimi_k25_eagle3.py), and for
+# vLLM the first whose speculators-config converter (configs/speculators/algos.py) carries it into
+# the config the model reads. A switch missing from a class's table is read by no release.
+# tests/test_drafter_release.py proves every entry on the cached wheels.
+EAGLE31_SWITCHES = ("norm_before_fc", "fc_norm", "norm_output")
+SWITCH_WEIGHTS = {"norm_before_fc": "input_norm.", "fc_norm": "fc_norm."}
+EAGLE31_READ_SINCE: dict[str, dict[str, dict[str, str]]] = {
+    "vllm": {"llama": {"norm_before_fc": "0.18.0", "fc_norm": "0.22.0", "norm_output": "0.22.0"},
+             "mla": {"fc_norm": "0.22.0", "norm_output": "0.22.0"},
+             "speculators": {"norm_before_fc": "0.19.0", "fc_norm": "0.25.0", "norm_output": "0.25.0"}},
+    "sglang": {"llama": {"fc_norm": "0.5.12", "norm_output": "0.5.12", "norm_before_fc": "0.5.17"},
+               "mla": {"fc_norm": "0.5.13", "norm_output": "0.5.13"}},
+}
+# vLLM's Llama drafter loader skips `input_norm.*` without a word when norm_before_fc is off
+# (skip_substrs); every other tensor without a parameter stops its AutoWeightsLoader.
+VLLM_SKIPS_INPUT_NORM = Version("0.18.0")
+HONOURED, REFUSED, DROPPED = "honoured", "refused", "dropped"
+
+
+def switch_read_since(engine: str, switch: str, drafter_class: str, speculators_format: bool) -> Version | None:
+    """The first release that runs the switch for this drafter; None: no release does."""
+    since = EAGLE31_READ_SINCE[engine].get(drafter_class, {}).get(switch)
+    if since is None:
+        return None
+    if speculators_format:
+        carried = EAGLE31_READ_SINCE[engine].get("speculators", {}).get(switch)
+        if carried is None:
+            return None
+        return max(Version(since), Version(carried))
+    return Version(since)
+
+
+def switch_outcome(release: Release, switch: str, drafter_class: str, speculators_format: bool,
+                   has_weights: bool) -> tuple[str, str] | None:
+    """(honoured / refused / dropped, why) for a switch the drafter turns on; None: release unknown."""
+    if release.version is None:
+        return None
+    since = switch_read_since(release.name, switch, drafter_class, speculators_format)
+    if since is not None and release.version >= since:
+        return HONOURED, f"read since {release.name} {since}"
+    if _fixed(release, EAGLE31_FAMILY):
+        return REFUSED, f"{release.name}/{EAGLE31_FAMILY} refuses it at load"
+    prefix = SWITCH_WEIGHTS.get(switch)
+    if has_weights and prefix is not None:
+        if release.name == "vllm":
+            if switch == "norm_before_fc" and drafter_class == "llama" and release.version >= VLLM_SKIPS_INPUT_NORM:
+                return DROPPED, f"the loader skips {prefix}* without a message"
+            return REFUSED, f"the loader has no parameter for {prefix}* and stops"
+        if unknown_keys_fail_loudly(release):
+            return REFUSED, f"our {KEYS_FAMILY} raises on {prefix}* at load"
+        return DROPPED, f"the loader skips {prefix}* without a message"
+    return DROPPED, "nothing reads it, and no weight trips the loader"

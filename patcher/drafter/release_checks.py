@@ -217,6 +217,51 @@ def _fix_hint(release: Release) -> str:
     return f"patcher drafter fix DRAFTER --out NEW --engine {release.name}{where}"
 
 
+def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release | None) -> list[Finding]:
+    """EAGLE 3.1 switches: per release and drafter class, honoured, refused at load, or dropped in
+    silence; and weights of a switch the config leaves off (trained with it, run without it)."""
+    names = [n.removeprefix("model.") for n in tensor_names]
+    drafter_class = "mla" if any(a in MLA_DRAFTERS for a in d.architectures) else "llama"
+    speculators = d.format == SPECULATORS
+    out: list[Finding] = []
+    for switch, prefix in facts.SWITCH_WEIGHTS.items():
+        weights = [n for n in names if n.startswith(prefix)]
+        if weights and switch not in d.switches:
+            out.append(problem(f"eagle31.{switch}", f"{len(weights)} {prefix}* tensor(s), but the config does not set "
+                               f"{switch}: the drafter was trained with it and the engine runs it without",
+                               wanted=f'"{switch}": true', found=f"{switch} unset or false; e.g. {weights[0]}"))
+    for switch in d.switches:
+        prefix = facts.SWITCH_WEIGHTS.get(switch)
+        has_weights = prefix is not None and any(n.startswith(prefix) for n in names)
+        if release is None or release.version is None:
+            out.append(hint(f"eagle31.{switch}", f"{switch} is on (EAGLE 3.1): whether the engine runs it depends "
+                            "on the release", hint="pass --engine and --engine-version (or --python / --site)"))
+            continue
+        now = facts.switch_outcome(release, switch, drafter_class, speculators, has_weights)
+        later = facts.switch_outcome(facts.after_apply(release), switch, drafter_class, speculators, has_weights)
+        if now is None:
+            continue
+        outcome, why = now
+        what = f"{switch} (EAGLE 3.1) on {release.label()} with this {drafter_class} drafter"
+        if speculators:
+            what += " (speculators config)"
+        if outcome == facts.HONOURED:
+            out.append(ok(f"eagle31.{switch}", f"{what}: honoured ({why})"))
+            continue
+        since = facts.switch_read_since(release.name, switch, drafter_class, speculators)
+        todo = (f"use {release.name} {since} or newer" if since is not None
+                else f"no {release.name} release runs {switch} for this drafter")
+        if outcome == facts.REFUSED:
+            message = f"{what}: refused loudly, the server stops at load ({why})"
+        else:
+            message = f"{what}: dropped in silence ({why}); the drafter runs without it, unlike training"
+            if later is not None and later[0] == facts.REFUSED:
+                message += f"; after '{release.apply_command()}' it is refused at load ({later[1]})"
+        out.append(problem(f"eagle31.{switch}", message, wanted=f"a release that runs {switch}",
+                           found=release.label(), hint=todo))
+    return out
+
+
 def check_use_aux(ckpt_fc_cols: int | None, d: DrafterConfig, target_hidden: int | None) -> list[Finding]:
     """``use_aux_hidden_state: false`` feeds the drafter one layer and skips fc in silence."""
     if d.use_aux_hidden_state:
