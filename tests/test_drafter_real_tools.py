@@ -217,3 +217,43 @@ def test_switch_weights_without_the_switch_are_a_problem(tmp_path: Path) -> None
     _, f = check(drafter, rd.kimi_target(tmp_path), "vllm", "0.25.0")
     assert f["eagle31.norm_before_fc"]["level"] == "problem"
     assert f["eagle31.norm_before_fc"]["found"].startswith("norm_before_fc unset or false; e.g. input_norm.weight")
+
+
+# --- 3. RoPE written only as transformers 5's rope_parameters -----------------------------------------
+
+def _as_eagle3_llama(folder: Path) -> None:
+    """A speculators drafter's transformer_layer_config copied as is into an EAGLE-3 Llama config:
+    what today's `fix` wrote (and what a hand conversion does)."""
+    config = json.loads((folder / "config.json").read_text())
+    layer = dict(config["transformer_layer_config"])
+    layer.update({"architectures": ["LlamaForCausalLMEagle3"], "draft_vocab_size": config["draft_vocab_size"],
+                  "eagle_config": {"use_aux_hidden_state": True,
+                                   "eagle_aux_hidden_state_layer_ids": config["eagle_aux_hidden_state_layer_ids"]}})
+    (folder / "config.json").write_text(json.dumps(layer))
+
+
+def test_rope_parameters_only_runs_at_theta_10000_on_sglang_with_transformers_4(tmp_path: Path) -> None:
+    drafter = rd.speculators_kimi(tmp_path, norm_before_fc=False, norm_output=False)
+    _as_eagle3_llama(drafter)
+    target = rd.kimi_target(tmp_path)
+    code, f = check(drafter, target, "sglang", "0.5.9")
+    rope = f["config.rope"]
+    assert (code, rope["level"]) == (1, "problem")
+    assert rope["found"] == "{'rope_type': 'default', 'rope_theta': 10000.0}"
+    assert "'rope_type': 'yarn'" in rope["wanted"] and "'rope_theta': 50000.0" in rope["wanted"]
+    # SGLang 0.5.10 reads configs with transformers 5, vLLM maps rope_parameters itself.
+    for engine, version in (("sglang", "0.5.10"), ("vllm", "0.15.1")):
+        _, f = check(drafter, target, engine, version)
+        assert f["config.rope"]["level"] == "ok", (engine, version)
+    # And the comparison with the target reads the trained RoPE, not "(not set)".
+    _, f = check(rd.speculators_kimi(tmp_path, "d3"), target, "vllm", "0.25.0")
+    assert f["context.rope"]["level"] == "ok"
+
+
+def test_specforge_export_is_read_as_trained_on_sglang_0_5_9(tmp_path: Path) -> None:
+    base = {**rd.SPECFORGE_KIMI_K25, "rope_theta": None, "rope_scaling": None,
+            "rope_parameters": {"rope_type": "yarn", "rope_theta": 50000.0, "factor": 32.0,
+                                "original_max_position_embeddings": 4096}}
+    drafter = rd.specforge_kimi(tmp_path, base=base)  # SpecForge's own exporter mirrors the legacy keys
+    _, f = check(drafter, rd.kimi_target(tmp_path), "sglang", "0.5.9")
+    assert f["config.rope"]["level"] == "ok"

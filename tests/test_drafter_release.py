@@ -487,3 +487,12 @@ def test_vllm_skips_input_norm_from_0_18_0() -> None:
         # skip_substrs up to 0.28.0; from 0.29.0 a WeightsMapper that maps the prefix to None.
         skips = 'skip_substrs.append("input_norm.")' in text or 'orig_to_new_substr["input_norm."] = None' in text
         assert skips == (version >= facts.VLLM_SKIPS_INPUT_NORM), version
+
+
+def test_sglang_transformers_major_matches_every_release() -> None:
+    # facts.reads_rope_parameters: SGLang reads drafter configs with the transformers it pins.
+    for version, tree in _trees("sglang"):
+        (meta,) = tree.glob("*.dist-info/METADATA")
+        pin = re.search(r"^Requires-Dist: transformers==(\d+)\.", meta.read_text(), re.M)
+        assert pin is not None, version
+        assert (int(pin.group(1)) >= 5) == facts.reads_rope_parameters(from_version("sglang", version)), version

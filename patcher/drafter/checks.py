@@ -21,6 +21,7 @@ from .release_checks import (
     check_aux_capture,
     check_aux_ids,
     check_drafter_class,
+    check_rope,
     check_setup,
     check_switches,
     check_target_class,
@@ -46,6 +47,7 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
     findings += check_aux_ids(drafter, target)
     findings += check_aux_capture(drafter, target, engine)
     findings += check_switches(list(ckpt.tensors), drafter, engine)
+    findings += check_rope(drafter, engine)
     if any(a in MLA_DRAFTERS for a in drafter.architectures):
         findings.append(hint("architecture.mla", "an MLA EAGLE-3 drafter: the key and shape checks here are for "
                              "Llama drafters and were skipped"))

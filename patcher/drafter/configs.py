@@ -43,6 +43,7 @@ class DrafterConfig:
     rope_theta: float | None
     rope_scaling: dict | None
     torch_dtype: str | None
+    rope_parameters: dict | None = None  # transformers 5's layout (speculators writes only this)
     switches: tuple[str, ...] = ()  # EAGLE 3.1 switches the config turns on (facts.EAGLE31_SWITCHES)
 
 
@@ -152,6 +153,7 @@ def parse_drafter_config(config: dict, where: Path) -> DrafterConfig:
         rope_theta=_num(layer, "rope_theta", where),
         rope_scaling=_dict(layer, "rope_scaling", where),
         torch_dtype=dtype if isinstance(dtype, str) else None,
+        rope_parameters=_dict(layer, "rope_parameters", where),
         switches=switches,
     )
 

@@ -262,6 +262,24 @@ def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release |
     return out
 
 
+def check_rope(d: DrafterConfig, release: Release | None) -> list[Finding]:
+    """The RoPE the release runs the drafter with, read as its own transformers reads config.json."""
+    if release is None or (d.format == SPECULATORS and not facts.reads_speculators_config(release)):
+        return []  # a config the release cannot read at all: config.format says so
+    trained = facts.trained_rope(d.rope_theta, d.rope_scaling, d.rope_parameters)
+    read = facts.rope_as_read(release, d.rope_theta, d.rope_scaling, d.rope_parameters)
+    if read is None:
+        return []
+    if read == trained:
+        return [ok("config.rope", f"{release.label()} reads the RoPE the drafter was trained with: rope_theta "
+                   f"{trained['rope_theta']:g}, {trained['rope_type']}")]
+    return [problem("config.rope", f"{release.label()} reads config.json with transformers 4, which knows only "
+                    f"rope_theta and rope_scaling: it runs the drafter at {read} instead of the trained {trained} "
+                    "(from rope_parameters), without a message",
+                    wanted=f"rope_theta and rope_scaling stating {trained}", found=str(read),
+                    hint=f"write the legacy keys: {_fix_hint(release)}")]
+
+
 def check_use_aux(ckpt_fc_cols: int | None, d: DrafterConfig, target_hidden: int | None) -> list[Finding]:
     """``use_aux_hidden_state: false`` feeds the drafter one layer and skips fc in silence."""
     if d.use_aux_hidden_state:
