@@ -257,3 +257,100 @@ def test_specforge_export_is_read_as_trained_on_sglang_0_5_9(tmp_path: Path) -> 
     drafter = rd.specforge_kimi(tmp_path, base=base)  # SpecForge's own exporter mirrors the legacy keys
     _, f = check(drafter, rd.kimi_target(tmp_path), "sglang", "0.5.9")
     assert f["config.rope"]["level"] == "ok"
+
+
+# --- 6. fix -------------------------------------------------------------------------------------------
+
+def fix(drafter: Path, target: Path, out: Path, *argv: str, detect=None) -> tuple[int, dict, str]:
+    from tests.test_drafter import no_engine
+
+    code, stdout, err = run(["fix", str(drafter), "--out", str(out), "--target", str(target), "--json", *argv],
+                            detect or no_engine)
+    doc = json.loads(stdout)
+    assert doc["exit"] == code
+    return code, doc, err
+
+
+def test_fix_keeps_the_eagle31_switches_and_writes_ids_in_both_places(tmp_path: Path) -> None:
+    drafter, new = rd.speculators_kimi(tmp_path), tmp_path / "new"
+    _, doc, _ = fix(drafter, rd.kimi_target(tmp_path), new, "--engine", "sglang", "--engine-version", "0.5.17")
+    config = json.loads((new / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert (config["norm_before_fc"], config["norm_output"], config["fc_norm"]) == (True, True, False)
+    assert config["eagle_aux_hidden_state_layer_ids"] == config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] \
+        == [2, 30, 58]
+    assert "(EAGLE 3.1 switches kept: norm_before_fc, norm_output)" in doc["notes"][0]
+    problems = {p["code"] for p in doc["problems"]}
+    assert not {"eagle31.norm_before_fc", "eagle31.norm_output", "aux.capture", "config.rope"} & problems
+
+
+def test_fix_writes_the_rope_transformers_4_reads_and_checks_it_by_that_reading(tmp_path: Path) -> None:
+    from tests.test_drafter import installed
+
+    drafter, new = rd.speculators_kimi(tmp_path, norm_before_fc=False, norm_output=False), tmp_path / "new"
+    # sglang 0.5.9 after 'patcher apply' (every family applied): only the drafter itself can be wrong.
+    code, doc, _ = fix(drafter, rd.kimi_target(tmp_path, k25=False), new, detect=installed("sglang", "0.5.9"))
+    config = json.loads((new / "config.json").read_text())
+    assert (config["rope_theta"], config["rope_scaling"]) == (50000.0, {
+        "rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096, "beta_fast": 1.0,
+        "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0})
+    assert any(n.startswith("rope_theta and rope_scaling written from rope_parameters") for n in doc["notes"])
+    assert (code, doc["problems"]) == (0, [])
+    # The copy, checked again the way sglang 0.5.9 reads it:
+    _, f = findings([str(new), "--target", str(rd.kimi_target(tmp_path, "k2b", k25=False)), "--engine", "sglang",
+                     "--engine-version", "0.5.9"])
+    assert f["config.rope"]["level"] == "ok"
+
+
+def test_fix_writes_top_level_ids_for_vllm_runners(tmp_path: Path) -> None:
+    drafter, new = rd.specforge_kimi(tmp_path, ids=SPECFORGE_IDS), tmp_path / "new"
+    code, doc, _ = fix(drafter, rd.kimi_target(tmp_path), new, "--engine", "vllm", "--engine-version", "0.29.0")
+    config = json.loads((new / "config.json").read_text())
+    assert config["eagle_aux_hidden_state_layer_ids"] == config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] \
+        == SPECFORGE_IDS
+    assert (new / "model.safetensors").stat().st_size == (drafter / "model.safetensors").stat().st_size
+    assert "aux.capture" not in {p["code"] for p in doc["problems"]}
+
+
+def test_fix_converts_specforge_numbering_for_vllm(tmp_path: Path) -> None:
+    drafter, new = rd.specforge_kimi(tmp_path, ids=[1, 29, 57]), tmp_path / "new"
+    _, doc, _ = fix(drafter, rd.kimi_target(tmp_path), new, "--engine", "vllm", "--engine-version", "0.24.0")
+    config = json.loads((new / "config.json").read_text())
+    assert config["eagle_aux_hidden_state_layer_ids"] == config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] \
+        == [2, 30, 58]
+    assert "aux layer ids [2, 30, 58] written at the top level and in eagle_config (the drafter's [1, 29, 57] in " \
+           "the numbering vllm reads)" in doc["notes"]
+
+
+def test_fix_writes_nothing_when_the_release_reads_the_drafter_as_trained(tmp_path: Path) -> None:
+    from tests.test_drafter import installed
+
+    drafter, new = rd.specforge_kimi(tmp_path), tmp_path / "new"
+    code, doc, _ = fix(drafter, rd.kimi_target(tmp_path), new, detect=installed("sglang", "0.5.13"))
+    assert (code, doc["out"], doc["files"], doc["problems"]) == (0, None, [], [])
+    assert doc["notes"] == ["nothing to fix: sglang 0.5.13 reads this drafter's keys and config as they are; "
+                            "nothing was written"]
+    assert not new.exists()
+
+
+def test_fix_renames_to_the_spelling_every_release_reads(tmp_path: Path) -> None:
+    """On SGLang 0.5.11 with our keys family applied, layers.0.* loads only through our patch:
+    the copy is renamed to midlayer.*, which 0.5.11 reads with or without it."""
+    from tests.test_drafter import installed
+
+    drafter, new = rd.speculators_kimi(tmp_path, norm_before_fc=False, norm_output=False), tmp_path / "new"
+    _, doc, _ = fix(drafter, rd.kimi_target(tmp_path, k25=False), new, detect=installed("sglang", "0.5.11"))
+    assert doc["renamed"] == {"from": "layers.0.", "to": "midlayer.", "count": 10}
+
+
+def test_fix_shows_progress_on_large_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from patcher.drafter import cli
+
+    drafter, new = rd.specforge_kimi(tmp_path, ids=SPECFORGE_IDS), tmp_path / "new"
+    monkeypatch.setattr(cli, "PROGRESS_FROM", 1)  # the header-only drafter is 3.7 GB of holes; say "large"
+    code, out, err = run(["fix", str(drafter), "--out", str(new), "--target", str(rd.kimi_target(tmp_path)),
+                          "--engine", "vllm", "--engine-version", "0.29.0"])
+    lines = err.splitlines()
+    assert lines[0].startswith("  copying: 0.0 / ") and lines[-1].startswith("  verifying: ")
+    assert any(line.startswith("  copying: ") and line.split(": ")[1].split(" / ")[0] ==
+               line.split(" / ")[1].split(" ")[0] for line in lines)  # reaches the total

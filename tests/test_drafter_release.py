@@ -316,7 +316,7 @@ def test_fix_exits_1_and_lists_what_the_copy_still_gets_wrong(tmp_path: Path) ->
 
 def test_fix_leaves_default_ids_out_where_the_release_moves_them(tmp_path: Path) -> None:
     drafter, new = make_drafter(tmp_path, config=speculators_config()), tmp_path / "new"
-    _, out, _ = run(["fix", str(drafter), "--out", str(new), "--target", str(make_target(tmp_path)),
+    _, out, _ = run(["fix", str(drafter), "--out", str(new), "--target", str(k2_target(tmp_path)),
                      "--engine", "sglang", "--engine-version", "0.5.9"])
     assert ("  aux layer ids [2, 30, 58] left out: they are sglang 0.5.9's default, and written out it would "
             "capture [3, 31, 59] (eager), [2, 30, 58] (graphs)") in out.splitlines()
@@ -331,7 +331,7 @@ def test_a_rewrite_never_turns_a_problem_into_a_hint() -> None:
 
 
 def test_fix_output_folder_follows_the_umask(tmp_path: Path) -> None:
-    drafter, new = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer."), tmp_path / "new"
+    drafter, new = make_drafter(tmp_path), tmp_path / "new"  # a speculators config: rewritten for SGLang
     old = os.umask(0o022)
     try:
         run(["fix", str(drafter), "--out", str(new)], installed("sglang", "0.5.12"))
