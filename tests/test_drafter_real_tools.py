@@ -75,7 +75,8 @@ def test_ids_only_in_eagle_config_per_vllm_runner(tmp_path: Path, version: str, 
                                                   default: str) -> None:
     drafter = rd.specforge_kimi(tmp_path, ids=SPECFORGE_IDS)
     code, f = check(drafter, rd.kimi_target(tmp_path), "vllm", version)
-    by_runner = {default: f["aux.capture"], ({"v1", "v2"} - {default}).pop(): f[f"aux.capture.{'v2' if default == 'v1' else 'v1'}"]}
+    other = "v2" if default == "v1" else "v1"
+    by_runner = {default: f["aux.capture"], other: f[f"aux.capture.{other}"]}
     assert (by_runner["v1"]["level"], by_runner["v2"]["level"]) == (level_v1, level_v2)
     switch = "VLLM_USE_V2_MODEL_RUNNER=1 selects v2" if default == "v1" else "VLLM_USE_V2_MODEL_RUNNER=0 selects v1"
     assert f"{default} runner (the one this launch uses by default; {switch})" in f["aux.capture"]["message"]
@@ -106,8 +107,8 @@ def test_after_apply_follows_the_config_ids_family_once_merged(tmp_path: Path) -
     from packaging.version import Version
 
     from patcher.drafter import facts
-    from patcher.drafter.checks import check_drafter
     from patcher.drafter.checkpoint import read_checkpoint, read_config
+    from patcher.drafter.checks import check_drafter
     from patcher.drafter.configs import parse_drafter_config, parse_target_config
     from patcher.drafter.release import FamilyState, from_version
 

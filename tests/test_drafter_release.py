@@ -454,7 +454,8 @@ def test_vllm_default_runner_for_kimi_matches_every_release() -> None:
 # --- EAGLE 3.1 switches (facts.EAGLE31_READ_SINCE), on every cached release ---------------------
 
 _SWITCH_FILES = {
-    "vllm": {"llama": "vllm/model_executor/models/llama_eagle3.py", "mla": "vllm/model_executor/models/deepseek_eagle3.py",
+    "vllm": {"llama": "vllm/model_executor/models/llama_eagle3.py",
+             "mla": "vllm/model_executor/models/deepseek_eagle3.py",
              "speculators": "vllm/transformers_utils/configs/speculators/algos.py"},
     "sglang": {"llama": "sglang/srt/models/llama_eagle3.py", "mla": "sglang/srt/models/kimi_k25_eagle3.py"},
 }

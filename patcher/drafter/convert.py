@@ -78,7 +78,7 @@ def plan_fix(ckpt: Checkpoint, drafter: DrafterConfig, engine: Release,
                             found=f"{len(layers)} decoder layers")
         else:
             src, dst = current, (LAYERS0 if LAYERS0 in accepted else MIDLAYER)
-        if src is not None:
+        if src is not None and dst is not None:
             renamed = sum(1 for n in ckpt.tensors if rename(n, src, dst) != n)
             notes.append(f"renamed {renamed} tensors {src}* -> {dst}* (the spelling {engine.label()} reads "
                          "without our patches)")

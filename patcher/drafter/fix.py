@@ -78,7 +78,7 @@ def write_fix(ckpt: Checkpoint, plan: FixPlan, out: Path, *, workers: int | None
         report("copying", 0, total)
         for header in ckpt.files:
             dst = tmp / header.path.name
-            _write_shard(header, plan, dst, lambda n, base=done: report("copying", base + n, total))
+            _write_shard(header, plan, dst, _offset_progress(report, "copying", done, total))
             done += header.data_size
             report("copying", done, total)
             pairs.append((header, dst))
@@ -102,6 +102,10 @@ def write_fix(ckpt: Checkpoint, plan: FixPlan, out: Path, *, workers: int | None
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return FixResult(out=out, plan=plan, files=tuple(written), tensors_verified=tensors, bytes_verified=nbytes)
+
+
+def _offset_progress(report: Progress, phase: str, base: int, total: int) -> Callable[[int], None]:
+    return lambda n: report(phase, base + n, total)
 
 
 def _umask() -> int:

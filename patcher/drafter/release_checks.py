@@ -172,7 +172,8 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
             continue
         who = release.label()
         if runner == default and len(runners) > 1:
-            switch = "VLLM_USE_V2_MODEL_RUNNER=1 selects v2" if default == facts.V1 else "VLLM_USE_V2_MODEL_RUNNER=0 selects v1"
+            switch = ("VLLM_USE_V2_MODEL_RUNNER=1 selects v2" if default == facts.V1
+                      else "VLLM_USE_V2_MODEL_RUNNER=0 selects v1")
             who += f", {runner} runner (the one this launch uses by default; {switch})"
         elif runner and runner == default:
             who += f", {runner} runner (the only one)"
@@ -185,7 +186,7 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
             message += f"; after '{release.apply_command()}' it still captures nothing ({later.why})"
         good, good_later = _matches(now, want), _matches(later, want)
         code = "aux.capture" if runner == default else f"aux.capture.{runner}"
-        if good is None or good:
+        if good is None or good or want is None:
             out.append(ok(code, message))
             continue
         trained_text = f"; the drafter was trained on {_ids_text(want, n)}"
@@ -196,7 +197,8 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
     return out
 
 
-def _capture_hint(release: Release, d: DrafterConfig, want: list[int], n: int | None, fixed_by_apply: bool | None) -> str:
+def _capture_hint(release: Release, d: DrafterConfig, want: list[int], n: int | None,
+                  fixed_by_apply: bool | None) -> str:
     if fixed_by_apply:
         return f"run '{release.apply_command()}': the patched release captures them"
     if release.name == "vllm" and d.top_aux_ids is None and d.eagle_aux_ids is not None:
@@ -231,8 +233,8 @@ def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release |
                                f"{switch}: the drafter was trained with it and the engine runs it without",
                                wanted=f'"{switch}": true', found=f"{switch} unset or false; e.g. {weights[0]}"))
     for switch in d.switches:
-        prefix = facts.SWITCH_WEIGHTS.get(switch)
-        has_weights = prefix is not None and any(n.startswith(prefix) for n in names)
+        weight_prefix = facts.SWITCH_WEIGHTS.get(switch)
+        has_weights = weight_prefix is not None and any(n.startswith(weight_prefix) for n in names)
         if release is None or release.version is None:
             out.append(hint(f"eagle31.{switch}", f"{switch} is on (EAGLE 3.1): whether the engine runs it depends "
                             "on the release", hint="pass --engine and --engine-version (or --python / --site)"))
