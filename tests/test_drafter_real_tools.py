@@ -355,3 +355,15 @@ def test_fix_shows_progress_on_large_copies(tmp_path: Path, monkeypatch: pytest.
     assert lines[0].startswith("  copying: 0.0 / ") and lines[-1].startswith("  verifying: ")
     assert any(line.startswith("  copying: ") and line.split(": ")[1].split(" / ")[0] ==
                line.split(" / ")[1].split(" ")[0] for line in lines)  # reaches the total
+
+
+def test_top_level_ids_only_are_not_read_by_sglang(tmp_path: Path) -> None:
+    """A hand conversion that moved the ids to the top level only: vLLM reads them, SGLang takes its
+    default, here another set than trained."""
+    base = {k: v for k, v in rd.SPECFORGE_KIMI_K2.items() if k != "eagle_config"}
+    drafter = rd.specforge_kimi(tmp_path, base={**base, "eagle_config": {"use_aux_hidden_state": True},
+                                                "eagle_aux_hidden_state_layer_ids": SPECFORGE_IDS})
+    _, f = check(drafter, rd.kimi_target(tmp_path), "sglang", "0.5.13")
+    cap = f["aux.capture"]
+    assert (cap["level"], cap["found"]) == ("problem", "eager [2, 30, 58], graph [2, 30, 58]")
+    assert "SGLang reads ids only from eagle_config" in cap["message"] and "state them there too" in cap["hint"]

@@ -277,7 +277,7 @@ def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list
     elif target_arch == K25_TARGET and _fixed(release, K25_CAPTURE_FAMILY) is False:
         return Capture([], [], f"the Kimi-K2.5 wrapper has no EAGLE-3 hooks "
                        f"(sglang/{K25_CAPTURE_FAMILY} is {release.state(K25_CAPTURE_FAMILY)})", nothing=True)
-    elif shift_rule(release) is None and release.version is not None:
+    elif target_arch in MLA_TARGETS and shift_rule(release) is None and release.version is not None:
         return Capture([], [], "its DeepSeek model has no EAGLE-3 aux capture", nothing=True)
     taken = ids_taken(release, runner, top, in_eagle)
     cap = aux_capture(release, taken.ids, n)

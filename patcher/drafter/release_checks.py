@@ -204,6 +204,8 @@ def _capture_hint(release: Release, d: DrafterConfig, want: list[int], n: int | 
     if release.name == "vllm" and d.top_aux_ids is None and d.eagle_aux_ids is not None:
         return (f'state the ids at the top level too ("eagle_aux_hidden_state_layer_ids": {want}), which every '
                 f"vLLM runner reads: {_fix_hint(release)}")
+    if release.name == "sglang" and d.eagle_aux_ids is None and d.top_aux_ids is not None:
+        return f"SGLang reads ids only from eagle_config: state them there too: {_fix_hint(release)}"
     if n is not None and want == facts.default_aux_layer_ids(n) and release.name == "sglang":
         return "omit eagle_aux_hidden_state_layer_ids: they equal the engine default, which it captures as given"
     if release.name == "vllm":
