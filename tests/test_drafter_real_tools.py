@@ -367,3 +367,18 @@ def test_top_level_ids_only_are_not_read_by_sglang(tmp_path: Path) -> None:
     cap = f["aux.capture"]
     assert (cap["level"], cap["found"]) == ("problem", "eager [2, 30, 58], graph [2, 30, 58]")
     assert "SGLang reads ids only from eagle_config" in cap["message"] and "state them there too" in cap["hint"]
+
+
+@pytest.mark.parametrize("config", ["k2", "k25"])
+@pytest.mark.parametrize(("engine", "version"), [("sglang", "0.5.9"), ("sglang", "0.5.13"), ("vllm", "0.24.0"),
+                                                 ("vllm", "0.29.0")])
+def test_specforge_shipped_kimi_configs_pass_on_patched_releases(tmp_path: Path, config: str, engine: str,
+                                                                  version: str) -> None:
+    """SpecForge's own Kimi drafter configs, exported as SpecForge exports them, on each release
+    after 'patcher apply': nothing wrong (the RoPE differs from the target's, as trained: a hint)."""
+    from tests.test_drafter import installed
+
+    base = rd.SPECFORGE_KIMI_K2 if config == "k2" else rd.SPECFORGE_KIMI_K25
+    drafter = rd.specforge_kimi(tmp_path, base=base)
+    code, doc = check_json([str(drafter), "--target", str(rd.kimi_target(tmp_path))], installed(engine, version))
+    assert [f for f in doc["findings"] if f["level"] == "problem"] == [] and code == 0
