@@ -382,3 +382,20 @@ def test_specforge_shipped_kimi_configs_pass_on_patched_releases(tmp_path: Path,
     drafter = rd.specforge_kimi(tmp_path, base=base)
     code, doc = check_json([str(drafter), "--target", str(rd.kimi_target(tmp_path))], installed(engine, version))
     assert [f for f in doc["findings"] if f["level"] == "problem"] == [] and code == 0
+
+
+@pytest.mark.parametrize(("engine", "version", "written", "code"), [
+    ("sglang", "0.5.17", True, 0),  # converted; norm_before_fc read from 0.5.17
+    ("sglang", "0.5.13", True, 1),  # converted, but 0.5.13 has no norm_before_fc: refused at load, said
+    ("vllm", "0.25.0", False, 0),  # read as written: nothing to fix
+])
+def test_fix_of_a_speculators_default_drafter_on_patched_releases(tmp_path: Path, engine: str, version: str,
+                                                                   written: bool, code: int) -> None:
+    from tests.test_drafter import installed
+
+    drafter, new = rd.speculators_kimi(tmp_path), tmp_path / "new"
+    got, doc, _ = fix(drafter, rd.kimi_target(tmp_path), new, detect=installed(engine, version))
+    assert (got, new.exists()) == (code, written)
+    if code:
+        assert [p["code"] for p in doc["problems"]] == ["eagle31.norm_before_fc"]
+        assert "refused loudly" in doc["problems"][0]["message"]
