@@ -197,38 +197,44 @@ def test_python_and_site_together_are_a_usage_error(tmp_path: Path) -> None:
 
 # --- which layers the engine captures ------------------------------------------------------
 
-@pytest.mark.parametrize(("version", "ids", "eager", "graph"), [
-    ("0.5.9", [2, 30, 58], [3, 31, 59], [2, 30, 58]),   # +1, and graphs reset to the default
-    ("0.5.9", [3, 31, 57], [4, 32, 58], [2, 30, 58]),
-    ("0.5.11", [3, 31, 57], [4, 32, 58], [4, 32, 58]),  # no reset from 0.5.11, still +1
-    ("0.5.12.post1", [1, 30, 58], [2, 31, 59], [2, 31, 59]),
-    ("0.5.13", [3, 31, 57], [3, 31, 57], [3, 31, 57]),  # 0.5.13: as given unless the first id is 1
-    ("0.5.13", [1, 30, 58], [2, 31, 59], [2, 31, 59]),
+@pytest.mark.parametrize(("version", "ids", "eager", "graph", "level"), [
+    ("0.5.9", [2, 30, 58], [3, 31, 59], [2, 30, 58], "problem"),   # +1, and graphs reset to the default
+    ("0.5.9", [3, 31, 57], [4, 32, 58], [2, 30, 58], "problem"),
+    ("0.5.11", [3, 31, 57], [4, 32, 58], [4, 32, 58], "problem"),  # no reset from 0.5.11, still +1
+    # [1, 30, 58] in an EAGLE-3 Llama config is SpecForge's numbering: trained on [2, 31, 59].
+    ("0.5.12.post1", [1, 30, 58], [2, 31, 59], [2, 31, 59], "ok"),
+    ("0.5.13", [3, 31, 57], [3, 31, 57], [3, 31, 57], "ok"),  # 0.5.13: as given unless the first id is 1
+    ("0.5.13", [1, 30, 58], [2, 31, 59], [2, 31, 59], "ok"),
 ])
 def test_sglang_captures_per_mode(tmp_path: Path, version: str, ids: list[int], eager: list[int],
-                                  graph: list[int]) -> None:
-    drafter = make_drafter(tmp_path, config=speculators_config(aux=ids))
-    # As published (--engine-version): what each release does before our eagle3-aux-layer-ids family.
-    _, doc = check_json([str(drafter), "--target", str(make_target(tmp_path)), "--engine", "sglang",
+                                  graph: list[int], level: str) -> None:
+    # The EAGLE-3 Llama config SGLang reads (ids in eagle_config), on a Kimi-K2 target, whose capture
+    # is upstream on these releases. As published (--engine-version): before our aux-ids family.
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=ids), prefix="midlayer.")
+    _, doc = check_json([str(drafter), "--target", str(k2_target(tmp_path)), "--engine", "sglang",
                          "--engine-version", version])
     f = {x["code"]: x for x in doc["findings"]}["aux.capture"]
-    want_level = "ok" if eager == ids and graph == ids else "problem"
-    assert (f["level"], f["found"] if want_level == "problem" else "") == (
-        want_level, f"eager {eager}, graph {graph}" if want_level == "problem" else "")
+    assert f["level"] == level
+    if level == "problem":
+        assert f["found"] == f"eager {eager}, graph {graph}"
+    else:
+        modes = "in eager and graph mode"
+        assert f"captures {eager} {modes}" in f["message"]
     if version.startswith("0.5.13"):
-        assert "0.5.13" not in f["hint"]  # never "upgrade to" the release it is on
+        assert "0.5.13 and later" not in f["hint"]  # never "upgrade to" the release it is on
 
 
 def test_default_ids_on_0_5_9_hint_omitting_them(tmp_path: Path) -> None:
-    drafter = make_drafter(tmp_path, config=speculators_config())
-    _, doc = check_json([str(drafter), "--target", str(make_target(tmp_path)), "--engine", "sglang",
+    drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
+    _, doc = check_json([str(drafter), "--target", str(k2_target(tmp_path)), "--engine", "sglang",
                          "--engine-version", "0.5.9"])
     f = {x["code"]: x for x in doc["findings"]}["aux.capture"]
     assert (f["level"], f["message"], f["hint"]) == (
         "problem", "sglang 0.5.9 captures [3, 31, 59] in eager mode and [2, 30, 58] with CUDA graphs (adds 1 to "
         "every explicit id; building the CUDA graphs re-calls the setter with no ids, so graph passes capture "
-        "the default); the drafter was trained on [2, 30, 58] (vLLM and speculators take ids as given)",
-        "omit eagle_aux_hidden_state_layer_ids: they equal the engine default, which it captures as given")
+        "the default); after 'patcher apply --engine sglang' it captures [2, 30, 58] in eager and graph mode "
+        "(adds 1 only to an id list starting at 1 (0.5.13's rule)); the drafter was trained on [2, 30, 58]",
+        "run 'patcher apply --engine sglang': the patched release captures them")
 
 
 def test_aux_ids_family_applied_gives_0_5_13_semantics() -> None:
@@ -246,11 +252,13 @@ def test_aux_ids_family_applied_gives_0_5_13_semantics() -> None:
 
 
 def test_vllm_captures_ids_as_given(tmp_path: Path) -> None:
-    drafter = make_drafter(tmp_path, config=eagle3_config(aux=[3, 31, 57]), prefix="midlayer.")
+    config = {**eagle3_config(aux=[3, 31, 57]), "eagle_aux_hidden_state_layer_ids": [3, 31, 57]}
+    drafter = make_drafter(tmp_path, config=config, prefix="midlayer.")
     _, doc = check_json([str(drafter), "--target", str(make_target(tmp_path))], installed("vllm", "0.18.0"))
     f = {x["code"]: x for x in doc["findings"]}["aux.capture"]
-    assert (f["level"], f["message"]) == ("ok", "vllm 0.18.0 captures [3, 31, 57] in eager and graph mode "
-                                                "(ids as given)")
+    assert (f["level"], f["message"]) == ("ok", "vllm 0.18.0, v1 runner (the one this launch uses by default; "
+                                                "VLLM_USE_V2_MODEL_RUNNER=1 selects v2) captures [3, 31, 57] in "
+                                                "eager and graph mode (ids as given)")
 
 
 # --- fc and use_aux_hidden_state ----------------------------------------------------------
@@ -303,7 +311,7 @@ def test_a_release_older_than_the_table_is_unknown_not_unregistered(tmp_path: Pa
 
 def test_fix_exits_1_and_lists_what_the_copy_still_gets_wrong(tmp_path: Path) -> None:
     drafter, new = make_drafter(tmp_path, config=speculators_config(aux=[3, 31, 57])), tmp_path / "new"
-    code, out, _ = run(["fix", str(drafter), "--out", str(new), "--target", str(make_target(tmp_path)), "--json",
+    code, out, _ = run(["fix", str(drafter), "--out", str(new), "--target", str(k2_target(tmp_path)), "--json",
                         "--engine", "sglang", "--engine-version", "0.5.9"])
     doc = json.loads(out)
     assert (code, doc["exit"]) == (1, 1)
@@ -316,7 +324,7 @@ def test_fix_exits_1_and_lists_what_the_copy_still_gets_wrong(tmp_path: Path) ->
 
 def test_fix_leaves_default_ids_out_where_the_release_moves_them(tmp_path: Path) -> None:
     drafter, new = make_drafter(tmp_path, config=speculators_config()), tmp_path / "new"
-    _, out, _ = run(["fix", str(drafter), "--out", str(new), "--target", str(make_target(tmp_path)),
+    _, out, _ = run(["fix", str(drafter), "--out", str(new), "--target", str(k2_target(tmp_path)),
                      "--engine", "sglang", "--engine-version", "0.5.9"])
     assert ("  aux layer ids [2, 30, 58] left out: they are sglang 0.5.9's default, and written out it would "
             "capture [3, 31, 59] (eager), [2, 30, 58] (graphs)") in out.splitlines()
@@ -331,7 +339,7 @@ def test_a_rewrite_never_turns_a_problem_into_a_hint() -> None:
 
 
 def test_fix_output_folder_follows_the_umask(tmp_path: Path) -> None:
-    drafter, new = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer."), tmp_path / "new"
+    drafter, new = make_drafter(tmp_path), tmp_path / "new"  # a speculators config: rewritten for SGLang
     old = os.umask(0o022)
     try:
         run(["fix", str(drafter), "--out", str(new)], installed("sglang", "0.5.12"))
@@ -414,3 +422,89 @@ def test_sglang_native_layers0_matches_every_release() -> None:
     for version, tree in _trees("sglang"):
         native = "legacy_name_map" in (tree / "sglang/srt/models/llama_eagle3.py").read_text()
         assert (version >= facts.SGLANG_MAPS_LAYERS0) == native, version
+
+
+# --- which aux ids each vLLM runner reads (facts.ids_taken), on every cached release -----------
+
+def test_vllm_runner_id_readers_match_every_release() -> None:
+    trees = _trees("vllm")
+    assert len(trees) > 10
+    for version, tree in trees:
+        release = from_version("vllm", version)
+        v1 = (tree / "vllm/v1/worker/gpu_model_runner.py").read_text()
+        v2_dir = tree / "vllm/v1/worker/gpu"
+        assert (facts.V2 in facts.vllm_runners(release)) == v2_dir.is_dir(), version
+        utils = v2_dir / "spec_decode/eagle/eagle3_utils.py"
+        v2_aux = utils.is_file() and "eagle_aux_hidden_state_layer_ids" in utils.read_text()
+        assert (version >= facts.VLLM_V2_AUX_SINCE) == v2_aux, version
+        v1_reads = 'eagle_config.get("eagle_aux_hidden_state_layer_ids")' in v1
+        taken = facts.ids_taken(release, facts.V1, None, [4, 30, 56])
+        assert (taken.source == "eagle_config") == v1_reads, version
+        if v2_aux:  # v2 never reads the eagle_config copy of the ids
+            assert 'get("eagle_aux_hidden_state_layer_ids")' not in utils.read_text(), version
+            assert facts.ids_taken(release, facts.V2, None, [4, 30, 56]).source == "default", version
+
+
+def test_vllm_default_runner_for_kimi_matches_every_release() -> None:
+    for version, tree in _trees("vllm"):
+        config = tree / "vllm/config/vllm.py"
+        text = config.read_text() if config.is_file() else ""
+        if "def use_v2_model_runner" not in text:
+            v2_default = False  # no property: v2 only by VLLM_USE_V2_MODEL_RUNNER=1
+        else:
+            body = text.split("def use_v2_model_runner", 1)[1].split("\n    def ", 1)[0]
+            gate = "_is_default_v2_model_runner_model()" in body
+            listed = text.split("DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES = ", 1)[1].split(")", 1)[0] if gate else ""
+            v2_default = not gate or any(f'"{a}"' in listed for a in ("DeepseekV3ForCausalLM",
+                                                                        "KimiK25ForConditionalGeneration"))
+        for arch in ("DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"):
+            got = facts.vllm_default_runner(from_version("vllm", version), arch)
+            assert (got == facts.V2) == v2_default, (version, arch)
+
+
+# --- EAGLE 3.1 switches (facts.EAGLE31_READ_SINCE), on every cached release ---------------------
+
+_SWITCH_FILES = {
+    "vllm": {"llama": "vllm/model_executor/models/llama_eagle3.py",
+             "mla": "vllm/model_executor/models/deepseek_eagle3.py",
+             "speculators": "vllm/transformers_utils/configs/speculators/algos.py"},
+    "sglang": {"llama": "sglang/srt/models/llama_eagle3.py", "mla": "sglang/srt/models/kimi_k25_eagle3.py"},
+}
+
+
+def _reads_switch(path: Path, kind: str, switch: str) -> bool:
+    if not path.is_file():
+        return False
+    text = path.read_text()
+    if kind == "speculators":  # the converter must carry it into the config the model reads
+        return f'pre_trained_config["{switch}"] = config_dict.get("{switch}"' in text
+    return f'getattr(self.config, "{switch}"' in text or f'getattr(config, "{switch}"' in text
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_eagle31_switch_readers_match_every_release(engine: str) -> None:
+    trees = _trees(engine)
+    assert len(trees) > 10
+    for version, tree in trees:
+        for kind, rel in _SWITCH_FILES[engine].items():
+            for switch in facts.EAGLE31_SWITCHES:
+                since = facts.EAGLE31_READ_SINCE[engine].get(kind, {}).get(switch)
+                expected = since is not None and version >= Version(since)
+                assert _reads_switch(tree / rel, kind, switch) == expected, (version, kind, switch)
+
+
+def test_vllm_skips_input_norm_from_0_18_0() -> None:
+    for version, tree in _trees("vllm"):
+        text = (tree / "vllm/model_executor/models/llama_eagle3.py").read_text()
+        # skip_substrs up to 0.28.0; from 0.29.0 a WeightsMapper that maps the prefix to None.
+        skips = 'skip_substrs.append("input_norm.")' in text or 'orig_to_new_substr["input_norm."] = None' in text
+        assert skips == (version >= facts.VLLM_SKIPS_INPUT_NORM), version
+
+
+def test_sglang_transformers_major_matches_every_release() -> None:
+    # facts.reads_rope_parameters: SGLang reads drafter configs with the transformers it pins.
+    for version, tree in _trees("sglang"):
+        (meta,) = tree.glob("*.dist-info/METADATA")
+        pin = re.search(r"^Requires-Dist: transformers==(\d+)\.", meta.read_text(), re.M)
+        assert pin is not None, version
+        assert (int(pin.group(1)) >= 5) == facts.reads_rope_parameters(from_version("sglang", version)), version

@@ -19,8 +19,11 @@ from .release import Release
 from .release_checks import (
     MLA_DRAFTERS,
     check_aux_capture,
+    check_aux_ids,
     check_drafter_class,
+    check_rope,
     check_setup,
+    check_switches,
     check_target_class,
     check_use_aux,
 )
@@ -41,6 +44,10 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
     findings = check_setup(engine) if engine is not None else []
     findings += check_target_class(engine, target) if engine is not None else []
     findings += _check_config_format(drafter, engine)
+    findings += check_aux_ids(drafter, target)
+    findings += check_aux_capture(drafter, target, engine)
+    findings += check_switches(list(ckpt.tensors), drafter, engine)
+    findings += check_rope(drafter, engine)
     if any(a in MLA_DRAFTERS for a in drafter.architectures):
         findings.append(hint("architecture.mla", "an MLA EAGLE-3 drafter: the key and shape checks here are for "
                              "Llama drafters and were skipped"))
@@ -48,7 +55,6 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
     findings += _check_decoder_keys(ckpt, engine)
     findings += _check_unknown_keys(ckpt, engine)
     findings += _check_fc(ckpt, drafter, target)
-    findings += check_aux_capture(drafter, target, engine)
     findings += check_vocab(ckpt, drafter, target)
     findings += check_attention(ckpt, drafter, target)
     findings += check_context(drafter, target)

@@ -22,7 +22,7 @@ from .configs import parse_drafter_config, parse_target_config
 from .convert import plan_fix
 from .errors import DrafterInputError
 from .findings import HINT, LEVELS, PROBLEM, Finding, has_problem
-from .fix import write_fix
+from .fix import refuse_bad_out, write_fix
 from .release import ENGINES, Release, from_version
 
 Detect = Callable[[str | None, "str | None", "Path | None"], "Release | None"]
@@ -186,9 +186,12 @@ def _fix(args: argparse.Namespace, engine: Release | None, out: TextIO, err: Tex
     target = None
     if args.target is not None:
         target = parse_target_config(read_config(args.target), args.target / "config.json")
+    refuse_bad_out(ckpt, args.out)  # a usage error, whether or not there is anything to write
     before = check_drafter(ckpt, drafter, target, engine, None)
     plan = plan_fix(ckpt, drafter, engine, target)
-    result = write_fix(ckpt, plan, args.out)
+    if not plan.needed:
+        return _nothing_to_fix(args, ckpt.folder, engine, plan, before, out)
+    result = write_fix(ckpt, plan, args.out, progress=None if args.json else _progress(err))
     # Check what was written, as the engine will read it; what the rewrite could not mend stays a problem.
     written = read_checkpoint(result.out)
     after = check_drafter(written, parse_drafter_config(written.config, written.folder / "config.json"),
@@ -216,6 +219,45 @@ def _fix(args: argparse.Namespace, engine: Release | None, out: TextIO, err: Tex
             _print_finding(f, out)
         print(f"result:  copy kept at {result.out}; {len(remaining)} problem(s) remain", file=out)
     return code
+
+
+def _nothing_to_fix(args: argparse.Namespace, folder: Path, engine: Release, plan, before: list[Finding],
+                    out: TextIO) -> int:
+    """No rename and no config change would help: say so, write nothing, and list the problems
+    that remain (those are not the checkpoint's: e.g. families still to apply)."""
+    remaining = [f for f in before if f.level == PROBLEM]
+    code = 1 if remaining else 0
+    if args.json:
+        print(json.dumps({
+            "schema": FIX_SCHEMA, "drafter": str(folder.absolute()), "out": None, "engine": _engine_json(engine),
+            "renamed": None, "config_rewritten": False, "notes": list(plan.notes), "files": [],
+            "tensors_verified": 0, "bytes_verified": 0, "problems": [f.to_json() for f in remaining],
+            "exit": code}, indent=2), file=out)
+        return code
+    for note in plan.notes:
+        print(note, file=out)
+    if remaining:
+        print(f"{len(remaining)} problem(s) remain that no copy of the drafter can mend:", file=out)
+        for f in remaining:
+            _print_finding(f, out)
+    return code
+
+
+PROGRESS_FROM = 1 << 30  # copies smaller than this finish before a progress line would help
+
+
+def _progress(err: TextIO) -> Callable[[str, int, int], None]:
+    """Progress lines on stderr for large copies: one per tenth of the bytes, per phase."""
+    shown: dict[str, int] = {}
+
+    def report(phase: str, done: int, total: int) -> None:
+        if total < PROGRESS_FROM:
+            return
+        tenth = done * 10 // total
+        if shown.get(phase, -1) < tenth:
+            shown[phase] = tenth
+            print(f"  {phase}: {done / 1e9:.1f} / {total / 1e9:.1f} GB", file=err, flush=True)
+    return report
 
 
 def still_wrong(before: list[Finding], after: list[Finding]) -> list[Finding]:

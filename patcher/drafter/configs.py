@@ -35,12 +35,16 @@ class DrafterConfig:
     vocab_size: int | None
     draft_vocab_size: int | None  # None: same as vocab_size
     target_hidden_size: int | None
-    aux_layer_ids: tuple[int, ...] | None  # None: the engine's default
+    aux_layer_ids: tuple[int, ...] | None  # the ids the drafter declares; None: the engine's default
+    top_aux_ids: tuple[int, ...] | None  # `eagle_aux_hidden_state_layer_ids` at the top level (vLLM reads it)
+    eagle_aux_ids: tuple[int, ...] | None  # the copy in `eagle_config` (SGLang reads only it)
     use_aux_hidden_state: bool
     max_position_embeddings: int | None
     rope_theta: float | None
     rope_scaling: dict | None
     torch_dtype: str | None
+    rope_parameters: dict | None = None  # transformers 5's layout (speculators writes only this)
+    switches: tuple[str, ...] = ()  # EAGLE 3.1 switches the config turns on (facts.EAGLE31_SWITCHES)
 
 
 @dataclass(frozen=True)
@@ -105,20 +109,29 @@ def parse_drafter_config(config: dict, where: Path) -> DrafterConfig:
     if is_speculators(config):
         layer = _dict(config, "transformer_layer_config", where) or {}
         eagle: dict = {}
-        ids = _ids(config.get("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids", where)
+        top = _ids(config.get("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids", where)
+        in_eagle = None
+        ids = top
         fmt = SPECULATORS
     else:
         layer = config
         eagle = _dict(config, "eagle_config", where) or {}
-        # eagle_config is where both engines look; vLLM also honours a top-level copy.
-        ids = _ids(eagle.get("eagle_aux_hidden_state_layer_ids", config.get("eagle_aux_hidden_state_layer_ids")),
-                   "eagle_aux_hidden_state_layer_ids", where)
+        # Training tools write eagle_config (SpecForge) or the top level; which one each engine
+        # path reads is an engine fact (facts.ids_taken). The drafter declares eagle_config's first.
+        top = _ids(config.get("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids", where)
+        in_eagle = _ids(eagle.get("eagle_aux_hidden_state_layer_ids"), "eagle_config.eagle_aux_hidden_state_layer_ids",
+                        where)
+        ids = in_eagle if in_eagle is not None else top
         fmt = EAGLE3_LLAMA if any("Eagle3" in a for a in architectures) else OTHER
     use_aux = eagle.get("use_aux_hidden_state", True)
     if not isinstance(use_aux, bool):
         raise DrafterInputError(f"{where}: eagle_config.use_aux_hidden_state is not true/false",
                                 wanted='"use_aux_hidden_state": true', found=repr(use_aux))
     dtype = config.get("torch_dtype", layer.get("torch_dtype", config.get("dtype", layer.get("dtype"))))
+    # Both tools write the switches at the top level; vLLM 0.22+ and SGLang 0.5.17+ also take
+    # norm_before_fc from eagle_config, first.
+    switches = tuple(name for name in ("norm_before_fc", "fc_norm", "norm_output")
+                     if (eagle.get(name, config.get(name)) if name == "norm_before_fc" else config.get(name)) is True)
     smt = config.get("speculators_model_type")
     return DrafterConfig(
         format=fmt,
@@ -133,11 +146,15 @@ def parse_drafter_config(config: dict, where: Path) -> DrafterConfig:
         draft_vocab_size=_int(config, "draft_vocab_size", where),
         target_hidden_size=_int(config, "target_hidden_size", where),
         aux_layer_ids=ids,
+        top_aux_ids=top,
+        eagle_aux_ids=in_eagle,
         use_aux_hidden_state=use_aux,
         max_position_embeddings=_int(layer, "max_position_embeddings", where),
         rope_theta=_num(layer, "rope_theta", where),
         rope_scaling=_dict(layer, "rope_scaling", where),
         torch_dtype=dtype if isinstance(dtype, str) else None,
+        rope_parameters=_dict(layer, "rope_parameters", where),
+        switches=switches,
     )
 
 

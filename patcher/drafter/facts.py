@@ -14,7 +14,7 @@ tests/test_drafter_release.py proves every row against the published wheels' fil
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -26,6 +26,12 @@ MIDLAYER = "midlayer."
 LAYERS0 = "layers.0."
 KEYS_FAMILY = "eagle3-drafter-keys"
 AUX_IDS_FAMILY = "eagle3-aux-layer-ids"  # backports 0.5.11's no-re-call and 0.5.13's shift rule
+MLA_CAPTURE_FAMILY = "mla-aux-capture"  # vllm: DeepSeek/Kimi targets capture aux states (upstream 0.18.0)
+K25_CAPTURE_FAMILY = "k25-aux-capture"  # sglang: the Kimi-K2.5 wrapper forwards the EAGLE-3 hooks
+# Families whose manifests other branches add; keyed by id only, so "after patcher apply" answers
+# follow from their states the moment their manifests are merged (absent: no family, nothing changes).
+CONFIG_AUX_IDS_FAMILY = "eagle3-config-aux-ids"  # vllm: both runners read eagle_config ids as 0.22.0's v1 does
+EAGLE31_FAMILY = "eagle31-switches"  # vllm, sglang: a release refuses at load the EAGLE 3.1 switches it ignores
 
 # The first release whose model registry resolves each architecture (vLLM renames a drafter's
 # "X" to "Eagle3X" unless it starts with Eagle3: transformers_utils/configs/eagle.py; from 0.10.1
@@ -162,3 +168,237 @@ def correct_algorithm_flag(engine: str) -> str:
     if engine == "sglang":
         return "--speculative-algorithm EAGLE3"
     return """--speculative-config '{"method": "eagle3", "model": "DRAFTER", "num_speculative_tokens": 3}'"""
+
+
+# --- which ids each engine path reads, and whether the target captures at all -----------------
+# vLLM has two model runners. v1 (vllm/v1/worker/gpu_model_runner.py) and, from 0.12.0, v2
+# (vllm/v1/worker/gpu/, VLLM_USE_V2_MODEL_RUNNER=1), whose EAGLE-3 aux path exists from 0.17.0
+# (gpu/spec_decode/eagle/eagle3_utils.py). Both read the drafter's top-level
+# `eagle_aux_hidden_state_layer_ids` on every release; v1 also reads the `eagle_config` copy from
+# 0.22.0, v2 never (from 0.27.0 it reads `eagle_config["layer_ids"]`, a key no training tool
+# writes). From 0.29.0 `VllmConfig.use_v2_model_runner` makes v2 the default for DeepSeek/Kimi
+# targets with EAGLE-3. SGLang reads `eagle_config` only (ModelRunner.initialize).
+VLLM_V2_RUNNER_SINCE = Version("0.12.0")
+VLLM_V2_AUX_SINCE = Version("0.17.0")
+VLLM_V1_READS_EAGLE_CONFIG_IDS = Version("0.22.0")
+VLLM_V2_DEFAULT_FOR_MLA = Version("0.29.0")
+MLA_TARGETS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration")
+K25_TARGET = "KimiK25ForConditionalGeneration"
+V1, V2 = "v1", "v2"
+
+
+def after_apply(release: Release) -> Release:
+    """The release once 'patcher apply' has run on it: every pending (or lost) family applied."""
+    fams = tuple(replace(f, state="applied", detail="after 'patcher apply'") if f.state in ("pending", "lost")
+                 else f for f in release.families)
+    return replace(release, families=fams)
+
+
+def _fixed(release: Release, family: str) -> bool | None:
+    """Whether ``<engine>/<family>`` holds on the release; None: no such family for this engine."""
+    state = release.state(family)
+    return None if state is None else state in ("applied", "upstream")
+
+
+def vllm_runners(release: Release) -> tuple[str, ...]:
+    if release.version is not None and release.version >= VLLM_V2_RUNNER_SINCE:
+        return (V1, V2)
+    return (V1,)
+
+
+def vllm_default_runner(release: Release, target_arch: str | None) -> str:
+    if release.version is not None and release.version >= VLLM_V2_DEFAULT_FOR_MLA and target_arch in MLA_TARGETS:
+        return V2
+    return V1
+
+
+@dataclass(frozen=True)
+class IdsTaken:
+    ids: list[int] | None  # None: no ids read, the engine's default applies
+    source: str  # "top-level", "eagle_config" or "default"
+    why: str = ""  # why ids the drafter states were not read
+
+
+def ids_taken(release: Release, runner: str, top: list[int] | None, in_eagle: list[int] | None) -> IdsTaken:
+    """The aux layer ids an engine path reads from the drafter's config.json."""
+    if release.name == "sglang":
+        if in_eagle is not None:
+            return IdsTaken(in_eagle, "eagle_config")
+        why = "SGLang reads ids only from eagle_config" if top is not None else ""
+        return IdsTaken(None, "default", why)
+    if top is not None:
+        return IdsTaken(top, "top-level")  # both runners, every release; it wins over eagle_config
+    if in_eagle is None:
+        return IdsTaken(None, "default")
+    if _fixed(release, CONFIG_AUX_IDS_FAMILY):
+        return IdsTaken(in_eagle, "eagle_config")
+    if runner == V1 and release.version is not None and release.version >= VLLM_V1_READS_EAGLE_CONFIG_IDS:
+        return IdsTaken(in_eagle, "eagle_config")
+    why = ("the v2 runner reads no ids from eagle_config" if runner == V2 else
+           f"the v1 runner reads eagle_config ids only from {VLLM_V1_READS_EAGLE_CONFIG_IDS}")
+    return IdsTaken(None, "default", why)
+
+
+def trained_layers(speculators_format: bool, ids: list[int] | None) -> tuple[list[int] | None, str]:
+    """The target layers a drafter was trained on, in the capture-before-layer numbering vLLM,
+    speculators and SGLang's default use, with what the ids mean when that differs from as given.
+
+    speculators writes that numbering, always. SpecForge and EAGLE-repo configs may use the
+    output-of-layer numbering, recognisable by a list starting at 1: SGLang 0.5.13's rule
+    (sgl-project/sglang#25454) reads such a list as layers i + 1, and so does this check."""
+    if ids is None:
+        return None, ""
+    if not speculators_format and ids[:1] == [1]:
+        layers = [i + 1 for i in ids]
+        return layers, (f"{ids} start at 1: SpecForge's numbering (output of layer i), read as SGLang 0.5.13 "
+                        f"reads it: the target layers {layers} in the numbering vLLM and speculators use")
+    return list(ids), ""
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What the target captures for a drafter on one release and engine path."""
+
+    eager: list[int]
+    graph: list[int]  # [] with eager ids: the default, N unknown
+    why: str
+    nothing: bool = False  # the target captures no aux hidden states at all
+
+
+def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list[int] | None,
+            target_arch: str | None, n: int | None) -> Capture | None:
+    """None: not known (no release, or the default without the target's layer count)."""
+    if release.name == "vllm":
+        if target_arch in MLA_TARGETS and _fixed(release, MLA_CAPTURE_FAMILY) is False:
+            return Capture([], [], f"its DeepSeek/Kimi model has no EAGLE-3 aux capture "
+                           f"(vllm/{MLA_CAPTURE_FAMILY} is {release.state(MLA_CAPTURE_FAMILY)})", nothing=True)
+        if runner == V2 and release.version is not None and release.version < VLLM_V2_AUX_SINCE:
+            return Capture([], [], f"the v2 runner has no EAGLE-3 aux path before {VLLM_V2_AUX_SINCE}", nothing=True)
+    elif target_arch == K25_TARGET and _fixed(release, K25_CAPTURE_FAMILY) is False:
+        return Capture([], [], f"the Kimi-K2.5 wrapper has no EAGLE-3 hooks "
+                       f"(sglang/{K25_CAPTURE_FAMILY} is {release.state(K25_CAPTURE_FAMILY)})", nothing=True)
+    elif target_arch in MLA_TARGETS and shift_rule(release) is None and release.version is not None:
+        return Capture([], [], "its DeepSeek model has no EAGLE-3 aux capture", nothing=True)
+    taken = ids_taken(release, runner, top, in_eagle)
+    cap = aux_capture(release, taken.ids, n)
+    if cap is None:
+        return None
+    why = cap.why
+    if taken.why:
+        why = f"{taken.why}, so {why}"
+    elif taken.source != "default" and top is not None and in_eagle is not None and top != in_eagle:
+        why = f"the {taken.source} ids; {why}"
+    return Capture(cap.eager, cap.graph, why)
+
+
+# --- EAGLE 3.1 switches ---------------------------------------------------------------------------
+# `norm_before_fc` (one RMSNorm over the concatenated aux states, weight `input_norm.weight`),
+# `fc_norm` (an RMSNorm per aux state, `fc_norm.{i}.weight`) and `norm_output` (the post-norm state
+# fed to the next draft step; no weight). The first release whose drafter class reads each one
+# (vLLM: llama_eagle3.py / deepseek_eagle3.py; SGLang: llama_eagle3.py / kimi_k25_eagle3.py), and for
+# vLLM the first whose speculators-config converter (configs/speculators/algos.py) carries it into
+# the config the model reads. A switch missing from a class's table is read by no release.
+# tests/test_drafter_release.py proves every entry on the cached wheels.
+EAGLE31_SWITCHES = ("norm_before_fc", "fc_norm", "norm_output")
+SWITCH_WEIGHTS = {"norm_before_fc": "input_norm.", "fc_norm": "fc_norm."}
+EAGLE31_READ_SINCE: dict[str, dict[str, dict[str, str]]] = {
+    "vllm": {"llama": {"norm_before_fc": "0.18.0", "fc_norm": "0.22.0", "norm_output": "0.22.0"},
+             "mla": {"fc_norm": "0.22.0", "norm_output": "0.22.0"},
+             "speculators": {"norm_before_fc": "0.19.0", "fc_norm": "0.25.0", "norm_output": "0.25.0"}},
+    "sglang": {"llama": {"fc_norm": "0.5.12", "norm_output": "0.5.12", "norm_before_fc": "0.5.17"},
+               "mla": {"fc_norm": "0.5.13", "norm_output": "0.5.13"}},
+}
+# vLLM's Llama drafter loader skips `input_norm.*` without a word when norm_before_fc is off
+# (skip_substrs); every other tensor without a parameter stops its AutoWeightsLoader.
+VLLM_SKIPS_INPUT_NORM = Version("0.18.0")
+HONOURED, REFUSED, DROPPED = "honoured", "refused", "dropped"
+
+
+def switch_read_since(engine: str, switch: str, drafter_class: str, speculators_format: bool) -> Version | None:
+    """The first release that runs the switch for this drafter; None: no release does."""
+    since = EAGLE31_READ_SINCE[engine].get(drafter_class, {}).get(switch)
+    if since is None:
+        return None
+    if speculators_format:
+        carried = EAGLE31_READ_SINCE[engine].get("speculators", {}).get(switch)
+        if carried is None:
+            return None
+        return max(Version(since), Version(carried))
+    return Version(since)
+
+
+def switch_outcome(release: Release, switch: str, drafter_class: str, speculators_format: bool,
+                   has_weights: bool) -> tuple[str, str] | None:
+    """(honoured / refused / dropped, why) for a switch the drafter turns on; None: release unknown."""
+    if release.version is None:
+        return None
+    since = switch_read_since(release.name, switch, drafter_class, speculators_format)
+    if since is not None and release.version >= since:
+        return HONOURED, f"read since {release.name} {since}"
+    if _fixed(release, EAGLE31_FAMILY):
+        return REFUSED, f"{release.name}/{EAGLE31_FAMILY} refuses it at load"
+    prefix = SWITCH_WEIGHTS.get(switch)
+    if has_weights and prefix is not None:
+        if release.name == "vllm":
+            if switch == "norm_before_fc" and drafter_class == "llama" and release.version >= VLLM_SKIPS_INPUT_NORM:
+                return DROPPED, f"the loader skips {prefix}* without a message"
+            return REFUSED, f"the loader has no parameter for {prefix}* and stops"
+        if unknown_keys_fail_loudly(release):
+            return REFUSED, f"our {KEYS_FAMILY} raises on {prefix}* at load"
+        return DROPPED, f"the loader skips {prefix}* without a message"
+    return DROPPED, "nothing reads it, and no weight trips the loader"
+
+
+# --- RoPE: which config layout the release's own transformers reads -------------------------------
+# transformers 5 writes a model's RoPE as `rope_parameters` ({"rope_type", "rope_theta", ...});
+# transformers 4 reads only `rope_theta` (LlamaConfig default 10000.0) and `rope_scaling`. SGLang up
+# to 0.5.9 pins transformers 4.57.1 and builds the drafter's LlamaConfig with it: a config carrying
+# only `rope_parameters` runs at rope_theta 10000 without scaling, in silence. SGLang 0.5.10 pins
+# transformers 5 (and 0.5.6.post1 alone pinned 5.0.0rc0). vLLM maps either layout onto
+# `rope_parameters` itself (patch_rope_parameters) and reads a speculators config's as written.
+SGLANG_TRANSFORMERS5 = (SpecifierSet("==0.5.6.post1"), SpecifierSet(">=0.5.10"))
+LEGACY_ROPE_THETA = 10000.0
+
+
+def reads_rope_parameters(release: Release) -> bool | None:
+    """Whether the release reads a drafter's `rope_parameters`; None: release unknown."""
+    if release.version is None:
+        return None
+    return release.name == "vllm" or any(contains(spec, release.version) for spec in SGLANG_TRANSFORMERS5)
+
+
+def rope(theta: float | None, scaling: dict | None) -> dict:
+    """One comparable form: {"rope_theta": t, "rope_type": kind, <scaling fields>}."""
+    out = {k: v for k, v in (scaling or {}).items() if k not in ("type", "rope_type", "rope_theta")}
+    kind = (scaling or {}).get("rope_type") or (scaling or {}).get("type") or "default"
+    out["rope_type"] = kind
+    if kind == "default":
+        out = {"rope_type": "default"}
+    out["rope_theta"] = float(theta) if theta is not None else LEGACY_ROPE_THETA
+    return out
+
+
+def trained_rope(rope_theta: float | None, rope_scaling: dict | None, rope_parameters: dict | None) -> dict:
+    """The RoPE a drafter was trained with: transformers 5's `rope_parameters` when written (the
+    trainer's own layout), else the legacy pair."""
+    if rope_parameters:
+        return rope(rope_parameters.get("rope_theta", rope_theta), rope_parameters)
+    return rope(rope_theta, rope_scaling)
+
+
+def rope_as_read(release: Release, rope_theta: float | None, rope_scaling: dict | None,
+                 rope_parameters: dict | None) -> dict | None:
+    """The RoPE the release runs the drafter with; None: release unknown."""
+    modern = reads_rope_parameters(release)
+    if modern is None:
+        return None
+    if modern:
+        return trained_rope(rope_theta, rope_scaling, rope_parameters)
+    return rope(rope_theta, rope_scaling)
+
+
+def legacy_rope_fields(trained: dict) -> dict:
+    """`rope_theta` + `rope_scaling` that transformers 4 reads as ``trained``."""
+    scaling = {k: v for k, v in trained.items() if k != "rope_theta"}
+    return {"rope_theta": trained["rope_theta"],
+            "rope_scaling": None if scaling.get("rope_type") == "default" else scaling}

@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,7 +42,7 @@ class FixResult:
     tensors_verified: int
     bytes_verified: int
 
-def _refuse_bad_out(ckpt: Checkpoint, out: Path) -> Path:
+def refuse_bad_out(ckpt: Checkpoint, out: Path) -> Path:
     out = Path(out)
     if os.path.lexists(out):
         raise DrafterInputError(f"{out}: already exists", wanted="a new path for the converted drafter",
@@ -59,8 +59,14 @@ def _refuse_bad_out(ckpt: Checkpoint, out: Path) -> Path:
     return out
 
 
-def write_fix(ckpt: Checkpoint, plan: FixPlan, out: Path, *, workers: int | None = None) -> FixResult:
-    out = _refuse_bad_out(ckpt, out)
+Progress = Callable[[str, int, int], None]  # (phase, bytes done, bytes in all)
+
+
+def write_fix(ckpt: Checkpoint, plan: FixPlan, out: Path, *, workers: int | None = None,
+              progress: Progress | None = None) -> FixResult:
+    out = refuse_bad_out(ckpt, out)
+    report = progress or (lambda _phase, _done, _total: None)
+    total = sum(h.data_size for h in ckpt.files)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.absolute().parent))
     # mkdtemp makes the folder 0700 whatever the umask; the final folder must be readable as
     # `cp -r` would make it, e.g. by a serving container running as another user.
@@ -68,9 +74,13 @@ def write_fix(ckpt: Checkpoint, plan: FixPlan, out: Path, *, workers: int | None
     try:
         written: list[str] = []
         pairs: list[tuple[SafetensorsHeader, Path]] = []
+        done = 0
+        report("copying", 0, total)
         for header in ckpt.files:
             dst = tmp / header.path.name
-            _write_shard(header, plan, dst)
+            _write_shard(header, plan, dst, _offset_progress(report, "copying", done, total))
+            done += header.data_size
+            report("copying", done, total)
             pairs.append((header, dst))
             written.append(dst.name)
         _write_json(tmp / "config.json", plan.config)
@@ -81,7 +91,8 @@ def write_fix(ckpt: Checkpoint, plan: FixPlan, out: Path, *, workers: int | None
             _write_json(tmp / INDEX_NAME, index)
             written.append(INDEX_NAME)
         written += _copy_side_files(ckpt, tmp, set(written))
-        tensors, nbytes = _verify(pairs, plan, workers or os.cpu_count() or 1)
+        tensors, nbytes = _verify(pairs, plan, workers or os.cpu_count() or 1,
+                                  lambda n: report("verifying", n, total))
         _fsync_tree(tmp)
         if os.path.lexists(out):  # created by someone else while we worked
             raise DrafterInputError(f"{out}: appeared while fix was running", wanted="a new path",
@@ -91,6 +102,10 @@ def write_fix(ckpt: Checkpoint, plan: FixPlan, out: Path, *, workers: int | None
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return FixResult(out=out, plan=plan, files=tuple(written), tensors_verified=tensors, bytes_verified=nbytes)
+
+
+def _offset_progress(report: Progress, phase: str, base: int, total: int) -> Callable[[int], None]:
+    return lambda n: report(phase, base + n, total)
 
 
 def _umask() -> int:
@@ -123,14 +138,15 @@ def _copy_side_files(ckpt: Checkpoint, tmp: Path, done: set[str]) -> list[str]:
     return copied
 
 
-def _write_shard(header: SafetensorsHeader, plan: FixPlan, dst: Path) -> None:
+def _write_shard(header: SafetensorsHeader, plan: FixPlan, dst: Path,
+                 progress: Callable[[int], None] | None = None) -> None:
     infos = sorted(header.tensors.values(), key=lambda t: t.begin)
     renamed = [replace(t, name=_new_name(t.name, plan)) for t in infos]
     new_header = encode_header(renamed, header.metadata)
     with open(header.path, "rb") as fi, open(dst, "wb") as fo:
         fo.write(new_header)
         fo.flush()
-        _copy_data(fi.fileno(), fo.fileno(), header.data_start, len(new_header), header.file_size)
+        _copy_data(fi.fileno(), fo.fileno(), header.data_start, len(new_header), header.file_size, progress)
         os.ftruncate(fo.fileno(), len(new_header) + header.data_size)
 
 
@@ -153,7 +169,8 @@ def _data_extents(fd: int, start: int, end: int) -> Iterator[tuple[int, int]]:
         pos = hole
 
 
-def _copy_data(fi: int, fo: int, src_start: int, dst_start: int, src_end: int) -> None:
+def _copy_data(fi: int, fo: int, src_start: int, dst_start: int, src_end: int,
+               progress: Callable[[int], None] | None = None) -> None:
     for begin, end in _data_extents(fi, src_start, src_end):
         src, dst = begin, dst_start + (begin - src_start)
         while src < end:
@@ -170,6 +187,8 @@ def _copy_data(fi: int, fo: int, src_start: int, dst_start: int, src_end: int) -
                                 found="end of file")
             src += done
             dst += done
+            if progress is not None:
+                progress(src - src_start)
 
 
 def _pread_pwrite(fi: int, fo: int, n: int, src: int, dst: int) -> int:
@@ -179,7 +198,8 @@ def _pread_pwrite(fi: int, fo: int, n: int, src: int, dst: int) -> int:
     return len(buf)
 
 
-def _verify(pairs: list[tuple[SafetensorsHeader, Path]], plan: FixPlan, workers: int) -> tuple[int, int]:
+def _verify(pairs: list[tuple[SafetensorsHeader, Path]], plan: FixPlan, workers: int,
+            progress: Callable[[int], None] | None = None) -> tuple[int, int]:
     """Hash every tensor's bytes in the input and in the copy; raise FixFailed on any difference."""
     jobs: list[tuple[str, str, int, int, int, int, int]] = []
     fds: list[int] = []
@@ -198,13 +218,14 @@ def _verify(pairs: list[tuple[SafetensorsHeader, Path]], plan: FixPlan, workers:
                     n = min(CHUNK, t.end - off)
                     jobs.append((t.name, src_header.path.name, src_fd, src_header.data_start + off,
                                  dst_fd, dst_header.data_start + off, n))
-        return _hash_jobs(jobs, workers)
+        return _hash_jobs(jobs, workers, progress)
     finally:
         for fd in fds:
             os.close(fd)
 
 
-def _hash_jobs(jobs: list[tuple[str, str, int, int, int, int, int]], workers: int) -> tuple[int, int]:
+def _hash_jobs(jobs: list[tuple[str, str, int, int, int, int, int]], workers: int,
+               progress: Callable[[int], None] | None = None) -> tuple[int, int]:
     # A tensor's digest is a hash over its chunk digests, so one large tensor (embed_tokens
     # is half of a drafter) still spreads over every core; hashlib releases the GIL.
     per_tensor: dict[tuple[str, str], tuple[hashlib._Hash, hashlib._Hash]] = {}
@@ -215,6 +236,8 @@ def _hash_jobs(jobs: list[tuple[str, str, int, int, int, int, int]], workers: in
             ha.update(a)
             hb.update(b)
             total += n
+            if progress is not None:
+                progress(total)
     for (shard, name), (ha, hb) in per_tensor.items():
         if ha.digest() != hb.digest():
             raise FixFailed(f"tensor {name!r} in {shard} differs after the copy",
@@ -226,8 +249,22 @@ def _hash_jobs(jobs: list[tuple[str, str, int, int, int, int, int]], workers: in
 _buffers = threading.local()
 
 
+_HOLE = b"hole"  # stands for the digest of a range that is a hole on both sides (zeros, unread)
+
+
+def _is_hole(fd: int, offset: int, n: int) -> bool:
+    try:
+        return os.lseek(fd, offset, os.SEEK_DATA) >= offset + n
+    except OSError as exc:  # ENXIO: no data after offset; anything else: cannot tell, so read it
+        return exc.errno == errno.ENXIO
+
+
 def _hash_pair(job: tuple[str, str, int, int, int, int, int]) -> tuple[bytes, bytes, int]:
     _name, _shard, src_fd, src_off, dst_fd, dst_off, n = job
+    # A hole reads as zeros; when the range is a hole in both files the bytes are equal without
+    # reading them (a sparse drafter is mostly holes). Any other mix is read and hashed.
+    if n and _is_hole(src_fd, src_off, n) and _is_hole(dst_fd, dst_off, n):
+        return _HOLE, _HOLE, n
     return _hash_range(src_fd, src_off, n), _hash_range(dst_fd, dst_off, n), n
 
 

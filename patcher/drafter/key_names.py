@@ -49,11 +49,16 @@ def scheme_of(prefix: str) -> str:
     return MIDLAYER if prefix == MIDLAYER else LAYERS0
 
 
+# EAGLE 3.1 weights (norm_before_fc: input_norm; fc_norm: one norm per aux layer): named here so
+# they are not "unknown"; whether the release loads them is the switch check's business.
+_EAGLE31 = re.compile(r"^(input_norm\.weight|fc_norm\.\d+\.weight)$")
+
+
 def is_known(name: str) -> bool:
     dk = decoder_key(name)
     if dk is not None:
         return dk.part in DECODER_PARTS
-    return strip_model(name) in TOP_LEVEL
+    return strip_model(name) in TOP_LEVEL or _EAGLE31.match(strip_model(name)) is not None
 
 
 def rename(name: str, src: str, dst: str) -> str:

@@ -63,6 +63,15 @@ def check_flags(flags: str, engine: str, drafter: Path, speculators_config: bool
     return _check_vllm(argv, drafter, speculators_config)
 
 
+def _other_draft_path(where: str, named: str, drafter: Path) -> Finding:
+    # Every other finding is about the folder checked; a launch that loads another drafter
+    # runs something this check never saw, so its verdict says nothing about that launch.
+    return problem("flags.draft_path", f"{where} names another drafter than the folder checked: the findings "
+                   "here are not about the drafter this launch loads",
+                   wanted=str(drafter), found=named,
+                   hint="check the folder the launch names, or point the launch at the folder checked")
+
+
 def _check_sglang(argv: list[str], drafter: Path) -> list[Finding]:
     out: list[Finding] = []
     want = correct_algorithm_flag("sglang")
@@ -86,8 +95,7 @@ def _check_sglang(argv: list[str], drafter: Path) -> list[Finding]:
                            wanted=want, found=f"--speculative-algorithm {algos[-1]}"))
     paths = _values(argv, "--speculative-draft-model-path")
     if paths and not _same_path(paths[-1], drafter):
-        out.append(hint("flags.draft_path", "--speculative-draft-model-path names another folder than the one checked",
-                        wanted=str(drafter), found=paths[-1]))
+        out.append(_other_draft_path("--speculative-draft-model-path", paths[-1], drafter))
     return out
 
 
@@ -133,6 +141,5 @@ def _check_vllm(argv: list[str], drafter: Path, speculators_config: bool) -> lis
                            wanted='"method": "eagle3"', found=f'"method": "{method}"'))
     model = spec.get("model")
     if isinstance(model, str) and not _same_path(model, drafter):
-        out.append(hint("flags.draft_path", '"model" in --speculative-config names another folder than the one checked',
-                        wanted=str(drafter), found=model))
+        out.append(_other_draft_path('"model" in --speculative-config', model, drafter))
     return out

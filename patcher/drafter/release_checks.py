@@ -9,7 +9,7 @@ compares versions.
 from __future__ import annotations
 
 from . import facts
-from .configs import EAGLE3_LLAMA, DrafterConfig, TargetConfig
+from .configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
 from .findings import Finding, hint, ok, problem
 from .release import Release
 
@@ -99,54 +99,189 @@ def check_drafter_class(d: DrafterConfig, release: Release | None) -> list[Findi
                     found=archs, hint=todo)]
 
 
-def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release | None) -> list[Finding]:
-    """Which target layers the engine captures for this drafter, in eager and in graph mode."""
+def _ids_text(ids: list[int] | None, n: int | None) -> str:
+    return str(ids) if ids is not None else (str(facts.default_aux_layer_ids(n)) if n is not None else "the default")
+
+
+def check_aux_ids(d: DrafterConfig, t: TargetConfig | None) -> list[Finding]:
+    """The ids the drafter states: in range, what they mean, and the two keys agreeing."""
     n = t.num_hidden_layers if t is not None else None
     ids = list(d.aux_layer_ids) if d.aux_layer_ids else None
     out: list[Finding] = []
+    top, in_eagle = d.top_aux_ids, d.eagle_aux_ids
+    if top is not None and in_eagle is not None and list(top) != list(in_eagle):
+        out.append(problem("aux.ids_keys", f"eagle_aux_hidden_state_layer_ids differ: {list(top)} at the top level, "
+                           f"{list(in_eagle)} in eagle_config. vLLM takes the top-level list (it wins on both "
+                           "runners), SGLang reads only eagle_config: the two engines run different drafters",
+                           wanted="one list, the same in both places", found=f"top {list(top)}, eagle_config "
+                           f"{list(in_eagle)}", hint="keep the list the drafter was trained on in both places"))
     if ids is not None and n is not None:
         bad = [i for i in ids if not 0 <= i < n]
         if bad:
             out.append(problem("aux.layer_ids", f"aux layer ids {ids} reach outside the target's {n} layers",
                                wanted=f"ids in 0..{n - 1}", found=str(ids)))
             return out
+    trained, meaning = facts.trained_layers(d.format == SPECULATORS, ids)
+    if meaning:
+        out.append(ok("aux.layer_ids", f"aux layer ids {meaning}"))
+    elif ids is not None and n is not None:
         out.append(ok("aux.layer_ids", f"aux layer ids {ids} are within the target's {n} layers"))
-    if release is None or not d.use_aux_hidden_state:
-        if ids is None and n is not None:
-            out.append(ok("aux.layer_ids", f"no explicit aux layer ids: the engine uses "
-                          f"{facts.default_aux_layer_ids(n)} for the target's {n} layers"))
-        return out
-    cap = facts.aux_capture(release, ids, n)
-    if cap is None:
-        return out
-    wanted = ids if ids is not None else cap.eager
-    modes = (f"{cap.eager} in eager mode and {cap.graph} with CUDA graphs" if cap.graph != cap.eager
-             else f"{cap.eager} in eager and graph mode")
-    message = f"{release.label()} captures {modes} ({cap.why})"
-    if ids is None or (cap.eager == wanted and cap.graph in (wanted, [])):
-        out.append(ok("aux.capture", message))
-        return out
-    out.append(problem("aux.capture", message + f"; the drafter was trained on {ids} (vLLM and speculators "
-                       "take ids as given)", wanted=f"capture {ids} in both modes",
-                       found=f"eager {cap.eager}, graph {cap.graph or '(default, N unknown)'}",
-                       hint=_capture_hint(release, ids, n)))
+    elif ids is None and n is not None:
+        out.append(ok("aux.layer_ids", f"no explicit aux layer ids: the engine uses "
+                      f"{facts.default_aux_layer_ids(n)} for the target's {n} layers"))
     return out
 
 
-def _capture_hint(release: Release, ids: list[int], n: int | None) -> str:
-    fam = release.family(facts.AUX_IDS_FAMILY)
-    starts_at_1 = ids[:1] == [1]
-    if n is not None and ids == facts.default_aux_layer_ids(n):  # works on every release, patched or not
+def _modes(cap: facts.Capture) -> str:
+    if cap.nothing:
+        return "captures nothing"
+    if cap.graph != cap.eager:
+        return f"captures {cap.eager} in eager mode and {cap.graph or '(the default)'} with CUDA graphs"
+    return f"captures {cap.eager} in eager and graph mode"
+
+
+def _matches(cap: facts.Capture | None, want: list[int] | None) -> bool | None:
+    if cap is None or want is None:
+        return None
+    return not cap.nothing and cap.eager == want and cap.graph in (want, [])
+
+
+def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release | None) -> list[Finding]:
+    """Which target layers the release captures for this drafter: per engine path (vLLM's
+    runners), as the release stands and once 'patcher apply' has run."""
+    if release is None or release.version is None or not d.use_aux_hidden_state:
+        return []
+    n = t.num_hidden_layers if t is not None else None
+    arch = t.architectures[0] if t is not None and t.architectures else None
+    ids = list(d.aux_layer_ids) if d.aux_layer_ids else None
+    trained, _ = facts.trained_layers(d.format == SPECULATORS, ids)
+    want = trained if trained is not None else (facts.default_aux_layer_ids(n) if n is not None else None)
+    top = list(d.top_aux_ids) if d.top_aux_ids is not None else None
+    in_eagle = list(d.eagle_aux_ids) if d.eagle_aux_ids is not None else None
+    applied = facts.after_apply(release)
+    if release.name == "vllm":
+        default = facts.vllm_default_runner(release, arch)
+        runners = sorted(facts.vllm_runners(release), key=lambda r: r != default)
+    else:
+        default, runners = "", [""]
+    out: list[Finding] = []
+    for runner in runners:
+        now = facts.capture(release, runner, top, in_eagle, arch, n)
+        later = facts.capture(applied, runner, top, in_eagle, arch, n)
+        if now is None:
+            continue
+        who = release.label()
+        if runner == default and len(runners) > 1:
+            switch = ("VLLM_USE_V2_MODEL_RUNNER=1 selects v2" if default == facts.V1
+                      else "VLLM_USE_V2_MODEL_RUNNER=0 selects v1")
+            who += f", {runner} runner (the one this launch uses by default; {switch})"
+        elif runner and runner == default:
+            who += f", {runner} runner (the only one)"
+        elif runner:
+            who += f", {runner} runner (if the launch selects it)"
+        message = f"{who} {_modes(now)} ({now.why})"
+        if later is not None and (later.eager, later.graph, later.nothing) != (now.eager, now.graph, now.nothing):
+            message += f"; after '{release.apply_command()}' it {_modes(later)} ({later.why})"
+        elif later is not None and later.nothing and later.why != now.why:
+            message += f"; after '{release.apply_command()}' it still captures nothing ({later.why})"
+        good, good_later = _matches(now, want), _matches(later, want)
+        code = "aux.capture" if runner == default else f"aux.capture.{runner}"
+        if good is None or good or want is None:
+            out.append(ok(code, message))
+            continue
+        trained_text = f"; the drafter was trained on {_ids_text(want, n)}"
+        found = ("nothing" if now.nothing else f"eager {now.eager}, graph {now.graph or '(default, N unknown)'}")
+        level = problem if runner == default else hint
+        out.append(level(code, message + trained_text, wanted=f"capture {want} in both modes", found=found,
+                         hint=_capture_hint(release, d, want, n, good_later)))
+    return out
+
+
+def _capture_hint(release: Release, d: DrafterConfig, want: list[int], n: int | None,
+                  fixed_by_apply: bool | None) -> str:
+    if fixed_by_apply:
+        return f"run '{release.apply_command()}': the patched release captures them"
+    if release.name == "vllm" and d.top_aux_ids is None and d.eagle_aux_ids is not None:
+        return (f'state the ids at the top level too ("eagle_aux_hidden_state_layer_ids": {want}), which every '
+                f"vLLM runner reads: {_fix_hint(release)}")
+    if release.name == "sglang" and d.eagle_aux_ids is None and d.top_aux_ids is not None:
+        return f"SGLang reads ids only from eagle_config: state them there too: {_fix_hint(release)}"
+    if n is not None and want == facts.default_aux_layer_ids(n) and release.name == "sglang":
         return "omit eagle_aux_hidden_state_layer_ids: they equal the engine default, which it captures as given"
-    if fam is not None and fam.state in ("pending", "lost") and not starts_at_1:
-        return f"apply {fam.family.id} ('{release.apply_command()}'): explicit ids then mean the same in both modes"
-    if starts_at_1:
-        return ("an id list starting at 1 is read as SpecForge's numbering (output of layer i) and gets +1; "
-                "if the drafter was trained on these layers as given, vLLM captures them as given")
+    if release.name == "vllm":
+        return f'state the trained layers as given ("eagle_aux_hidden_state_layer_ids": {want}): {_fix_hint(release)}'
     rule = facts.shift_rule(release)
     if rule is not None and rule[1] == "first-is-1":
         return "no SGLang rule explains this capture; file an issue with 'patcher drafter check --json'"
     return "SGLang 0.5.13 and later take explicit ids not starting at 1 as given, in both modes"
+
+
+def _fix_hint(release: Release) -> str:
+    where = release.located_by or f" --engine-version {release.version}"
+    return f"patcher drafter fix DRAFTER --out NEW --engine {release.name}{where}"
+
+
+def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release | None) -> list[Finding]:
+    """EAGLE 3.1 switches: per release and drafter class, honoured, refused at load, or dropped in
+    silence; and weights of a switch the config leaves off (trained with it, run without it)."""
+    names = [n.removeprefix("model.") for n in tensor_names]
+    drafter_class = "mla" if any(a in MLA_DRAFTERS for a in d.architectures) else "llama"
+    speculators = d.format == SPECULATORS
+    out: list[Finding] = []
+    for switch, prefix in facts.SWITCH_WEIGHTS.items():
+        weights = [n for n in names if n.startswith(prefix)]
+        if weights and switch not in d.switches:
+            out.append(problem(f"eagle31.{switch}", f"{len(weights)} {prefix}* tensor(s), but the config does not set "
+                               f"{switch}: the drafter was trained with it and the engine runs it without",
+                               wanted=f'"{switch}": true', found=f"{switch} unset or false; e.g. {weights[0]}"))
+    for switch in d.switches:
+        weight_prefix = facts.SWITCH_WEIGHTS.get(switch)
+        has_weights = weight_prefix is not None and any(n.startswith(weight_prefix) for n in names)
+        if release is None or release.version is None:
+            out.append(hint(f"eagle31.{switch}", f"{switch} is on (EAGLE 3.1): whether the engine runs it depends "
+                            "on the release", hint="pass --engine and --engine-version (or --python / --site)"))
+            continue
+        now = facts.switch_outcome(release, switch, drafter_class, speculators, has_weights)
+        later = facts.switch_outcome(facts.after_apply(release), switch, drafter_class, speculators, has_weights)
+        if now is None:
+            continue
+        outcome, why = now
+        what = f"{switch} (EAGLE 3.1) on {release.label()} with this {drafter_class} drafter"
+        if speculators:
+            what += " (speculators config)"
+        if outcome == facts.HONOURED:
+            out.append(ok(f"eagle31.{switch}", f"{what}: honoured ({why})"))
+            continue
+        since = facts.switch_read_since(release.name, switch, drafter_class, speculators)
+        todo = (f"use {release.name} {since} or newer" if since is not None
+                else f"no {release.name} release runs {switch} for this drafter")
+        if outcome == facts.REFUSED:
+            message = f"{what}: refused loudly, the server stops at load ({why})"
+        else:
+            message = f"{what}: dropped in silence ({why}); the drafter runs without it, unlike training"
+            if later is not None and later[0] == facts.REFUSED:
+                message += f"; after '{release.apply_command()}' it is refused at load ({later[1]})"
+        out.append(problem(f"eagle31.{switch}", message, wanted=f"a release that runs {switch}",
+                           found=release.label(), hint=todo))
+    return out
+
+
+def check_rope(d: DrafterConfig, release: Release | None) -> list[Finding]:
+    """The RoPE the release runs the drafter with, read as its own transformers reads config.json."""
+    if release is None or (d.format == SPECULATORS and not facts.reads_speculators_config(release)):
+        return []  # a config the release cannot read at all: config.format says so
+    trained = facts.trained_rope(d.rope_theta, d.rope_scaling, d.rope_parameters)
+    read = facts.rope_as_read(release, d.rope_theta, d.rope_scaling, d.rope_parameters)
+    if read is None:
+        return []
+    if read == trained:
+        return [ok("config.rope", f"{release.label()} reads the RoPE the drafter was trained with: rope_theta "
+                   f"{trained['rope_theta']:g}, {trained['rope_type']}")]
+    return [problem("config.rope", f"{release.label()} reads config.json with transformers 4, which knows only "
+                    f"rope_theta and rope_scaling: it runs the drafter at {read} instead of the trained {trained} "
+                    "(from rope_parameters), without a message",
+                    wanted=f"rope_theta and rope_scaling stating {trained}", found=str(read),
+                    hint=f"write the legacy keys: {_fix_hint(release)}")]
 
 
 def check_use_aux(ckpt_fc_cols: int | None, d: DrafterConfig, target_hidden: int | None) -> list[Finding]:

@@ -1,9 +1,11 @@
 """``drafter check``: tensor shapes and config values that must agree with each other and
-with the target (vocabulary maps, attention, context, dtypes). No engine facts here.
+with the target (vocabulary maps, attention, context, dtypes). No engine facts here (the RoPE
+normal form comes from facts).
 """
 
 from __future__ import annotations
 
+from . import facts
 from .checkpoint import Checkpoint
 from .configs import DrafterConfig, TargetConfig
 from .findings import Finding, hint, ok, problem
@@ -118,12 +120,11 @@ def check_context(d: DrafterConfig, t: TargetConfig | None) -> list[Finding]:
         out.append(hint("context.max_position", f"the drafter was configured for {dm} positions, the target "
                         f"serves {tm}: drafts beyond {dm} tokens of context are out of its training range",
                         wanted=f">= {tm}", found=str(dm)))
-    for field, dv, tv in (("rope_theta", d.rope_theta, t.rope_theta),
-                          ("rope_scaling", d.rope_scaling, t.rope_scaling)):
-        if dv != tv:
-            out.append(hint(f"context.{field}", f"{field} differs from the target's (fine if the drafter was "
-                            "trained this way; the engine uses the drafter's own)",
-                            wanted=n_or_unset(tv), found=n_or_unset(dv)))
+    trained = facts.trained_rope(d.rope_theta, d.rope_scaling, d.rope_parameters)
+    target = facts.trained_rope(t.rope_theta, t.rope_scaling, None)
+    if trained != target:
+        out.append(hint("context.rope", "the drafter's RoPE differs from the target's (fine if it was trained "
+                        "this way; the engine uses the drafter's own)", wanted=str(target), found=str(trained)))
     if not out:
         out.append(ok("context.rope", "max_position_embeddings and rope settings match the target"))
     return out
