@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from .. import launch_facts
 from ..manifest import contains
 from .release import Release
 
@@ -181,8 +182,6 @@ def correct_algorithm_flag(engine: str) -> str:
 VLLM_V2_RUNNER_SINCE = Version("0.12.0")
 VLLM_V2_AUX_SINCE = Version("0.17.0")
 VLLM_V1_READS_EAGLE_CONFIG_IDS = Version("0.22.0")
-VLLM_V2_DEFAULT_FOR_MLA = Version("0.29.0")
-MLA_TARGETS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration")
 K25_TARGET = "KimiK25ForConditionalGeneration"
 V1, V2 = "v1", "v2"
 
@@ -206,10 +205,18 @@ def vllm_runners(release: Release) -> tuple[str, ...]:
     return (V1,)
 
 
+# The targets whose model carries the DeepSeek MLA decoder (and its aux capture, or not).
+MLA_TARGETS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration")
+
+
 def vllm_default_runner(release: Release, target_arch: str | None) -> str:
-    if release.version is not None and release.version >= VLLM_V2_DEFAULT_FOR_MLA and target_arch in MLA_TARGETS:
-        return V2
-    return V1
+    """The runner a launch without VLLM_USE_V2_MODEL_RUNNER uses for this target: the rule is
+    patcher/launch_facts.py's (doctor also reads the environment); this is its env-less half."""
+    if release.version is None:
+        return V1
+    runner = launch_facts.vllm_runner(release.version, {}, launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, True, None),
+                                      (target_arch,) if target_arch else None)
+    return V2 if runner.name == "v2" else V1
 
 
 @dataclass(frozen=True)
