@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,7 @@ class Options:
     allow_untested: bool = False
     probes: bool = True
     probe_timeout: float = 180.0
+    debug: bool = False  # --debug: also how the probes ran (forked or spawned, and why), on stderr
     lock_timeout: float = 600.0
     patches: Path = manifest.PATCHES
 
@@ -129,6 +131,10 @@ def _shadow_notes(install: Install) -> list[str]:
             for p in install.shadowed]
 
 
+def _debug(opts: Options):
+    return (lambda line: print(line, file=sys.stderr)) if opts.debug else None
+
+
 def verify(engine: str, opts: Options) -> Report:
     fams = families(engine, opts)
     install = locate(engine, fams, opts)
@@ -141,7 +147,7 @@ def verify(engine: str, opts: Options) -> Report:
         report.notes.append("interrupted: a run was killed mid-write; the next 'patcher apply' or "
                             "'patcher revert' rolls it back")
     if opts.probes:
-        probes.run(install, statuses, opts.probe_timeout)
+        probes.run(install, statuses, opts.probe_timeout, _debug(opts))
     return report
 
 
@@ -180,7 +186,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     if dry or not changes:
         _edited(install, statuses)
         if opts.probes and not dry:
-            probes.run(install, statuses, opts.probe_timeout)
+            probes.run(install, statuses, opts.probe_timeout, _debug(opts))
         return report
     state = _refresh(records, changes)
     for s in todo:
@@ -198,7 +204,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     report.statuses = after
     _edited(install, after)
     if opts.probes:
-        probes.run(install, after, opts.probe_timeout)
+        probes.run(install, after, opts.probe_timeout, _debug(opts))
     return report
 
 
