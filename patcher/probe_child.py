@@ -109,18 +109,34 @@ def _threads():
         return 0
 
 
+# Native thread pools that start at import (OpenBLAS with numpy) when these allow more than one
+# thread. Held at one while preloading, so no thread runs when the zygote forks; the children's
+# environment is the user's again (their already-loaded BLAS keeps one thread: probes call
+# functions on stand-ins, where that changes speed only).
+POOL_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def _preload(engine):
     """Import the installed modules of PRELOAD; (names, None) or (names, why not to fork)."""
     done = []
-    for name in PRELOAD:
-        try:
-            if importlib.util.find_spec(name.split(".")[0]) is None:
-                continue
-            importlib.import_module(name)
-        except BaseException as e:  # a half-imported module must not reach a child: spawn instead
-            first_line = (str(e).splitlines() or [""])[0][:200]
-            return done, f"preloading {name} raised {type(e).__name__}: {first_line}"
-        done.append(name)
+    saved = {k: os.environ.get(k) for k in POOL_VARIABLES}
+    os.environ.update(dict.fromkeys(POOL_VARIABLES, "1"))
+    try:
+        for name in PRELOAD:
+            try:
+                if importlib.util.find_spec(name.split(".")[0]) is None:
+                    continue
+                importlib.import_module(name)
+            except BaseException as e:  # a half-imported module must not reach a child: spawn instead
+                first_line = (str(e).splitlines() or [""])[0][:200]
+                return done, f"preloading {name} raised {type(e).__name__}: {first_line}"
+            done.append(name)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     mine = sorted(m for m in sys.modules if m == engine or m.startswith(engine + "."))
     if mine:
         return done, f"preloading {', '.join(done)} imported {engine} itself ({mine[0]})"
