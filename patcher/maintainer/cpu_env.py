@@ -62,7 +62,8 @@ LINES: list[tuple[str, str, str | None, str]] = [
     ("vllm", "0.20.0", None, "vllm-new"),
 ]
 
-PROBE_TIMEOUT = 600  # seconds: for one import (tests), or the whole import table (run_probes); a cold import on 2 busy cores is < 30 s
+# seconds: one import (tests), or the whole import table (run_probes); a cold import on 2 busy cores is < 30 s
+PROBE_TIMEOUT = 600
 
 
 def _v(version: str) -> Version:
