@@ -71,7 +71,7 @@ def _measure(engine: str, version: str, python: str, base: actions.Options, runs
     env.pop(probes.FORCE_SPAWN, None)
     spawn_env = dict(env, **{probes.FORCE_SPAWN: "1"})
     verify = [sys.executable, "-m", "patcher", "verify", "--engine", engine, "--python", python, "--json"]
-    importing = [python, "-c", "import importlib\nfor m in %r:\n    importlib.import_module(m)\n" % modules]
+    importing = [python, "-c", f"import importlib\nfor m in {modules!r}:\n    importlib.import_module(m)\n"]
     kinds = {"import": (importing, env), "fork": (verify, env), "spawn": (verify, spawn_env)}
     timed(importing, env)  # warm the page cache once, for everyone
     figures: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
