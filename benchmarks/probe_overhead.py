@@ -54,15 +54,19 @@ def outcomes(stdout: str) -> dict[str, tuple[str, str]]:
 
 def measure(engine: str, version: str, runs: int) -> None:
     with cpu_env.using(engine, version, log=lambda *_: None) as python:
-        base = actions.Options(python=str(python))
-        actions.apply(engine, actions.Options(python=str(python), probes=False))
-        try:
-            _measure(engine, version, str(python), base, runs)
-        finally:
-            actions.revert(engine, actions.Options(python=str(python), probes=False))
+        applied_and_measured(engine, version, python, runs)
 
 
-def _measure(engine: str, version: str, python: str, base: actions.Options, runs: int) -> None:
+def applied_and_measured(engine: str, version: str, python: Path, runs: int) -> None:
+    """Every family applied (no probes), measured, reverted (the env is shared)."""
+    actions.apply(engine, actions.Options(python=str(python), probes=False))
+    try:
+        _measure(engine, version, str(python), runs)
+    finally:
+        actions.revert(engine, actions.Options(python=str(python), probes=False))
+
+
+def _measure(engine: str, version: str, python: str, runs: int) -> None:
     statuses = actions.verify(engine, actions.Options(python=python, probes=False)).statuses
     todo = probes.selected(statuses)
     modules = list(dict.fromkeys(m for _, p in todo for m in (*p["preload"], p["module"])))
