@@ -103,7 +103,7 @@ def test_forced_spawn_imports_the_dependency_in_each_interpreter(toy, tmp_path):
     assert (tmp_path / "imports").read_text() == "x"  # only the one interpreter that needed it
 
 
-@pytest.mark.parametrize("case", ["thread", "failed-preload", "engine-preloaded"])
+@pytest.mark.parametrize("case", ["thread", "failed-preload", "missing-dependency", "engine-preloaded"])
 def test_the_zygote_refuses_to_fork_a_copy_that_is_not_clean_and_says_why(toy, tmp_path, case):
     """Each case makes forking unsafe in the target interpreter; the probes still run, spawned."""
     _, checks, env = toy
@@ -115,6 +115,9 @@ def test_the_zygote_refuses_to_fork_a_copy_that_is_not_clean_and_says_why(toy, t
     elif case == "failed-preload":  # a half-imported dependency must not be copied into children
         (deps / "einops.py").write_text("raise ImportError('broken einops')\n")
         why = "preloading einops raised ImportError: broken einops"
+    elif case == "missing-dependency":  # einops is there, what it imports is not: half imported
+        (deps / "einops.py").write_text("import os\nimport absent_dependency_xyz  # noqa\n")
+        why = "preloading einops raised ModuleNotFoundError: No module named 'absent_dependency_xyz'"
     else:  # a dependency that imports the engine: children would inherit its modules
         (deps / "einops.py").write_text("import toyengine.sub  # noqa\n")
         env["PYTHONPATH"] += os.pathsep + str(toy[0])
@@ -123,6 +126,17 @@ def test_the_zygote_refuses_to_fork_a_copy_that_is_not_clean_and_says_why(toy, t
     assert statuses(got) == [("failed", "importing toyengine.broken raised RuntimeError: half imported"),
                              ("passed", "")], got
     assert len(said) == 1 and said[0].startswith("probes: one fresh interpreter per module (") and why in said[0], said
+
+
+def test_a_submodule_this_release_lacks_is_skipped_and_the_zygote_still_forks(toy, tmp_path, monkeypatch):
+    """PRELOAD names submodules (torch._inductor.compile_fx, ...) a package's release may not have."""
+    _, checks, _ = toy
+    assert probes._RUNNER.count("PRELOAD = (") == 1
+    monkeypatch.setattr(probes, "_RUNNER", probes._RUNNER.replace("PRELOAD = (", 'PRELOAD = ("einops.nothere", ', 1))
+    got, said = run(toy, [probe("toyengine.uses_dep", None, checks)])
+    assert statuses(got) == [("passed", "")], got
+    assert said[0].startswith("probes: one child per module forked") and "einops.nothere" not in said[0], said
+    assert (tmp_path / "imports").read_text() == "x"
 
 
 def test_without_fork_the_fallback_is_taken_and_debug_says_so(monkeypatch, capsys):
