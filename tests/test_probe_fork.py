@@ -175,3 +175,28 @@ def test_the_child_code_is_stdlib_only():
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert names <= set(sys.stdlib_module_names), names - set(sys.stdlib_module_names)
+
+
+def test_the_cpu_envs_import_table_runs_through_the_one_runner(monkeypatch):
+    """cpu_env has no runner of its own: each module of its table is one import-only group of
+    probes.run_groups, in the env's python, with the env's own environment and PROBE_TIMEOUT."""
+    from patcher.maintainer import cpu_env
+    calls = []
+
+    def fake(python, engine, prepend, batches, timeout, env, cwd=None, say=None):
+        calls.append((python, engine, prepend, batches, timeout, env))
+        return [[{"status": "passed", "seconds": 1.5}],
+                [{"status": "not importable", "detail": "missing module x", "where": "a.py:3", "seconds": 0.1}]]
+
+    monkeypatch.setattr(probes, "run_groups", fake)
+    table = [cpu_env.Probe("sglang.a"), cpu_env.Probe("sglang.b", prelude=("p",))]
+    monkeypatch.setitem(cpu_env.PROBES, "sglang", table)
+    got = cpu_env.run_probes(Path("/env/bin/python"), "sglang", "0.5.9")
+    assert got == [{"ok": True, "module": "sglang.a", "prelude": [], "seconds": 1.5},
+                   {"ok": False, "module": "sglang.b", "prelude": ["p"], "seconds": 0.1,
+                    "error": "not importable: missing module x", "where": "a.py:3"}]
+    ((python, engine, prepend, batches, timeout, env),) = calls
+    assert (python, engine, prepend, timeout) == ("/env/bin/python", "sglang", [], cpu_env.PROBE_TIMEOUT)
+    assert batches == [[{"id": "sglang.a", "module": "sglang.a", "preload": [], "check": None}],
+                       [{"id": "sglang.b", "module": "sglang.b", "preload": ["p"], "check": None}]]
+    assert env == cpu_env.probe_env()
