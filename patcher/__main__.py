@@ -92,7 +92,9 @@ def _selection_flags(p: argparse.ArgumentParser, what: str) -> None:
                    help="leave this family out (repeatable; default: none); naming one family in both "
                         "--only and --skip is an error")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout (default: text)")
-    p.add_argument("--debug", action="store_true", help="tracebacks on errors (default: off)")
+    p.add_argument("--debug", action="store_true",
+                   help="tracebacks on errors, and how the probes ran: children forked from one interpreter "
+                        "that preloaded torch & co, or one fresh interpreter each, and why (default: off)")
     p.add_argument("--patches", type=Path, default=manifest.PATCHES, help=argparse.SUPPRESS)
 
 
@@ -154,7 +156,7 @@ def _options(args: argparse.Namespace) -> actions.Options:
         python=args.python, site=args.site, only=tuple(args.only), skip=tuple(args.skip),
         dry_run=getattr(args, "dry_run", False), strict=args.strict,
         allow_untested=getattr(args, "allow_untested", False), probes=not args.no_probes,
-        probe_timeout=args.probe_timeout, patches=args.patches)
+        probe_timeout=args.probe_timeout, patches=args.patches, debug=args.debug)
 
 
 def _error(exc: PatcherError, err: TextIO, debug: bool, out: TextIO | None = None, command: str = "") -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ class Options:
     allow_untested: bool = False
     probes: bool = True
     probe_timeout: float = 180.0
+    debug: bool = False  # --debug: also how the probes ran (forked or spawned, and why), on stderr
     lock_timeout: float = 600.0
     patches: Path = manifest.PATCHES
 
@@ -133,6 +135,10 @@ def _shadow_notes(install: Install) -> list[str]:
             for p in install.shadowed]
 
 
+def _debug(opts: Options):
+    return (lambda line: print(line, file=sys.stderr)) if opts.debug else None
+
+
 def verify(engine: str, opts: Options) -> Report:
     fams = families(engine, opts)
     install = locate(engine, fams, opts)
@@ -148,7 +154,7 @@ def verify(engine: str, opts: Options) -> Report:
         report.notes.append(f"{write.DIRNAME}/ in this site-packages is patcher's bookkeeping: 'patcher revert' "
                             "removes it with our edits; run that before 'pip uninstall kimi-patcher'")
     if opts.probes:
-        probes.run(install, statuses, opts.probe_timeout)
+        probes.run(install, statuses, opts.probe_timeout, _debug(opts))
         _unproven(report)
     return _pasteable(report, opts)
 
@@ -219,7 +225,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     if dry or not changes:
         _edited(install, statuses)
         if opts.probes and not dry:
-            probes.run(install, statuses, opts.probe_timeout)
+            probes.run(install, statuses, opts.probe_timeout, _debug(opts))
             _unproven(report)
         return report
     state = _refresh(records, changes)
@@ -238,7 +244,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     report.statuses = after
     _edited(install, after)
     if opts.probes:
-        probes.run(install, after, opts.probe_timeout)
+        probes.run(install, after, opts.probe_timeout, _debug(opts))
         _unproven(report)
     return report
 

@@ -1,4 +1,4 @@
-"""Behavioural probes, each group in its own fresh interpreter of the target environment.
+"""Behavioural probes, each group in its own interpreter of the target environment.
 
 A probe imports the patched module and calls a check from its family's probes.py on
 it. Probes that import the same module after the same preloads share one interpreter;
@@ -6,6 +6,12 @@ every other pair is isolated, because a failed import leaves a half-imported pac
 ``sys.modules`` (SGLang >= 0.5.11 without numpy: the first probe is "missing module numpy",
 every later one "KeyError: 'sglang'"). So a probe's outcome does not depend on which
 probes ran before it. Groups run concurrently, up to one per CPU, within one total timeout.
+
+Each group's interpreter is a child forked from one zygote that imported the heavy
+third-party modules first (torch, transformers, ...; never the engine): the child imports
+the engine's modules fresh, as a fresh interpreter would, without paying for torch again
+(probe_child.py says when the zygote refuses to fork; then one fresh interpreter per group).
+This is the only probe runner: the CPU environments' import table runs through it too.
 
 Three outcomes besides "passed": "failed" (the check or the import raised, the interpreter
 died or timed out), and "not importable here" when a dependency outside the engine is missing (a CPU-only
@@ -16,60 +22,26 @@ sys.path is the classic "the patch did not take effect".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .engines import Install
 from .plan import State, Status
+from .probe_child import MARK
 
-MARK = "KIMI-PATCHER-PROBES "
-
-_RUNNER = r'''
-import importlib, importlib.util, json, os, sys, traceback
-req = json.loads(sys.argv[1])
-sys.path[:0] = req["prepend"]
-real_stdout, sys.stdout = sys.stdout, sys.stderr  # engine chatter must not corrupt our JSON
-first = req["probes"][0]  # every probe of a request imports the same module after the same preloads
-failure = {}
-try:  # imported once: a second attempt would meet what the failed first one left in sys.modules
-    for pre in first["preload"]:
-        importlib.import_module(pre)
-    mod = importlib.import_module(first["module"])
-except ModuleNotFoundError as e:
-    inside = (e.name or "").split(".")[0] == req["engine"]
-    failure = dict(status="failed" if inside else "not importable",
-                   detail=("module %s is missing from the engine" if inside else "missing module %s") % e.name)
-except (ImportError, OSError) as e:
-    line = (str(e).splitlines() or [""])[0][:300]
-    failure = dict(status="not importable", detail="%s: %s" % (type(e).__name__, line))
-except BaseException as e:
-    failure = dict(status="failed",
-                   detail="importing %s raised %s: %s" % (first["module"], type(e).__name__, str(e)[:300]))
-results = []
-for i, p in enumerate(req["probes"]):
-    r = dict(failure)
-    if not failure:
-        r["file"] = getattr(mod, "__file__", None)
-        try:
-            spec = importlib.util.spec_from_file_location("_kimi_probe_%d" % i, p["file"])
-            checks = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(checks)
-            getattr(checks, p["check"])(mod)
-            r["status"] = "passed"
-        except AssertionError as e:
-            r.update(status="failed", detail=str(e) or "assertion failed")
-        except BaseException as e:
-            tb = traceback.extract_tb(e.__traceback__)[-1]
-            r.update(status="failed", detail="%s: %s (%s:%d)" % (type(e).__name__, str(e)[:300],
-                                                                   os.path.basename(tb.filename), tb.lineno))
-    results.append(r)
-real_stdout.write("\n''' + MARK + r'''" + json.dumps(results) + "\n")
-'''
+# What runs in the engine's interpreter: probe_child.py's source, never imported there as ours.
+_RUNNER = (Path(__file__).with_name("probe_child.py")).read_text()
+FORCE_SPAWN = "KIMI_PATCHER_PROBE_SPAWN"  # set (non-empty): one fresh interpreter per module, no zygote
 
 
 def _module_file(install: Install, module: str) -> set[Path]:
@@ -99,18 +71,21 @@ def groups(todo: list[tuple[Status, dict]]) -> list[list[int]]:
     return [sorted(ix, key=lambda i: (todo[i][1]["family"], todo[i][1]["id"])) for _, ix in sorted(by_key.items())]
 
 
-def run(install: Install, statuses: list[Status], timeout: float = 180.0) -> None:
+def run(install: Install, statuses: list[Status], timeout: float = 180.0,
+        say: Callable[[str], None] | None = None) -> None:
     """Run the probes of every applied/upstream family; results land in each Status.
 
-    ``timeout`` bounds the whole run (wall clock), not each interpreter."""
+    ``timeout`` bounds the whole run (wall clock), not each interpreter. ``say`` gets one line
+    on how they ran (forked from a preloaded interpreter, or spawned, and why): ``--debug``."""
     todo = selected(statuses)
     if not todo:
         return
-    deadline = time.monotonic() + timeout
     batches = groups(todo)
-    with ThreadPoolExecutor(max(1, min(len(batches), os.cpu_count() or 1))) as pool:
-        outcomes = list(pool.map(lambda ix: _interpreter(install, [todo[i][1] for i in ix], deadline, timeout),
-                                 batches))
+    prepend = [] if install.python else [str(install.site)]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               PYTHONDONTWRITEBYTECODE="1")  # verify is read-only, probes included
+    outcomes = run_groups(install.python or sys.executable, install.engine, prepend,
+                          [[todo[i][1] for i in ix] for ix in batches], timeout, env, say=say)
     results: dict[int, dict] = {}
     for ix, got in zip(batches, outcomes):
         results.update(zip(ix, got))
@@ -125,13 +100,131 @@ def run(install: Install, statuses: list[Status], timeout: float = 180.0) -> Non
                           "detail": r.get("detail", "")})
 
 
-def _interpreter(install: Install, probes: list[dict], deadline: float, timeout: float) -> list[dict]:
-    """Results of ``probes`` (one module) from one fresh interpreter; "failed" for each if it dies."""
-    python = install.python or sys.executable
-    prepend = [] if install.python else [str(install.site)]
-    req = {"engine": install.engine, "prepend": prepend, "probes": probes}
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               PYTHONDONTWRITEBYTECODE="1")  # verify is read-only, probes included
+def run_groups(python: str, engine: str, prepend: list[str], batches: list[list[dict]], timeout: float,
+               env: dict[str, str], cwd: str | None = None,
+               say: Callable[[str], None] | None = None) -> list[list[dict]]:
+    """The results of each group of ``batches`` (probes of one module after the same preloads; a
+    probe without "check" only imports), each group isolated from the others, within ``timeout``.
+
+    One zygote imports the heavy dependencies once and forks a child per group; where that is
+    not a clean copy (see probe_child.py), one fresh interpreter per group, as before."""
+    deadline = time.monotonic() + timeout
+    jobs = max(1, min(len(batches), os.cpu_count() or 1))
+    req = {"engine": engine, "prepend": prepend, "jobs": jobs}
+    tell = say or (lambda line: None)
+    why = _why_not_fork(env)
+    if why is None:
+        forked, why = _forked(python, dict(req, mode="fork", groups=batches), deadline, timeout, env, cwd, tell)
+        if forked is not None:
+            return forked
+    tell(f"probes: one fresh interpreter per module ({why})")
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(lambda probes: _interpreter(python, dict(req, groups=[probes]), len(probes), deadline,
+                                                         timeout, env, cwd), batches))
+
+
+def _why_not_fork(env: dict[str, str]) -> str | None:
+    if env.get(FORCE_SPAWN):
+        return f"{FORCE_SPAWN} is set"
+    if os.name != "posix" or not hasattr(os, "fork"):
+        return "this platform cannot fork"
+    return None
+
+
+def _dead(crash: str, n: int) -> list[dict]:
+    died = "probe interpreter " + ("timed out" if crash.startswith("timed out") else "died")
+    return [{"status": "failed", "detail": f"{died}: {crash}"} for _ in range(n)]
+
+
+def _forked(python: str, req: dict, deadline: float, timeout: float, env: dict[str, str], cwd: str | None,
+            tell: Callable[[str], None]) -> tuple[list[list[dict]] | None, str]:
+    """Results from the zygote, or (None, why) when it declined to fork or died before it could."""
+    batches = req["groups"]
+    got: dict[int, list[dict]] = {}
+    started: set[int] = set()
+    mode = None
+    with tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen([python, "-c", _RUNNER, json.dumps(req)], stdout=subprocess.PIPE, stderr=err,
+                                    stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)
+        except OSError as exc:
+            return None, f"cannot start {python}: {exc.strerror or exc}"
+        assert proc.stdout is not None
+        timed_out = False
+        try:
+            for msg in _messages(proc.stdout.fileno(), deadline):
+                if "mode" in msg:
+                    mode = msg["mode"]
+                    if mode != "fork":
+                        return None, str(msg.get("why"))
+                    tell(f"probes: one child per module forked from an interpreter that preloaded "
+                         f"{', '.join(msg['preloaded']) or 'nothing'} in {msg['seconds']} s")
+                elif "started" in msg:
+                    started.add(msg["started"])
+                else:
+                    i, n = msg["group"], len(batches[msg["group"]])
+                    results = msg.get("results")
+                    got[i] = results if _valid(results, n) else _dead(
+                        msg.get("crash") or "exit 0: its results were not readable", n)
+        except TimeoutError:
+            timed_out = True
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # the zygote and every child still running
+            proc.wait()
+            proc.stdout.close()
+        if mode is None and not timed_out:
+            return None, f"the preloading interpreter died: {_last(err, proc.returncode)}"
+        for i, probes in enumerate(batches):
+            if i in got:
+                continue
+            if timed_out and (i in started or mode is None):
+                got[i] = _dead(f"timed out after {timeout:.0f} s (--probe-timeout, for all probes)", len(probes))
+            elif timed_out:
+                got[i] = _dead(f"timed out: the {timeout:.0f} s for all probes ran out before this one started",
+                               len(probes))
+            else:
+                got[i] = _dead(f"the forking interpreter died: {_last(err, proc.returncode)}", len(probes))
+    return [got[i] for i in range(len(batches))], ""
+
+
+def _last(err, code: int) -> str:
+    """"exit N: " and the last line a dead interpreter wrote on stderr."""
+    err.seek(0)
+    text = err.read().decode("utf-8", "replace")
+    return f"exit {code}: " + (text.strip().splitlines() or ["no output"])[-1][:300]
+
+
+def _messages(fd: int, deadline: float):
+    """The zygote's messages (the JSON after MARK on each line) until it closes its stdout;
+    TimeoutError at ``deadline``."""
+    buf = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            text = line.decode("utf-8", "replace")
+            if not text.startswith(MARK):
+                continue
+            try:
+                msg = json.loads(text[len(MARK):])
+            except ValueError:
+                continue
+            yield msg
+
+
+def _interpreter(python: str, req: dict, n: int, deadline: float, timeout: float, env: dict[str, str],
+                 cwd: str | None) -> list[dict]:
+    """Results of the ``n`` probes of ``req`` (one module) from one fresh interpreter; "failed" for each if it dies."""
     left = deadline - time.monotonic()
     results = None
     if left <= 0:
@@ -139,17 +232,21 @@ def _interpreter(install: Install, probes: list[dict], deadline: float, timeout:
     else:
         try:
             proc = subprocess.run([python, "-c", _RUNNER, json.dumps(req)], capture_output=True, text=True,
-                                  timeout=left, env=env, stdin=subprocess.DEVNULL)
-            results = _parse(proc.stdout, len(probes))
+                                  timeout=left, env=env, cwd=cwd, stdin=subprocess.DEVNULL)
+            results = _parse(proc.stdout, n)
             crash = f"exit {proc.returncode}: " + (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
         except subprocess.TimeoutExpired:
             crash = f"timed out after {timeout:.0f} s (--probe-timeout, for all probes)"
         except OSError as exc:
             crash = f"cannot start {python}: {exc.strerror or exc}"
     if results is None:
-        died = "probe interpreter " + ("timed out" if crash.startswith("timed out") else "died")
-        return [{"status": "failed", "detail": f"{died}: {crash}"} for _ in probes]
+        return _dead(crash, n)
     return results
+
+
+def _valid(got, n: int) -> bool:
+    return isinstance(got, list) and len(got) == n and all(
+        isinstance(r, dict) and r.get("status") in ("passed", "failed", "not importable") for r in got)
 
 
 def _parse(stdout: str, n: int) -> list[dict] | None:
@@ -159,7 +256,4 @@ def _parse(stdout: str, n: int) -> list[dict] | None:
         got = json.loads(line[len(MARK):]) if line else None
     except ValueError:
         return None
-    if not isinstance(got, list) or len(got) != n or not all(
-            isinstance(r, dict) and r.get("status") in ("passed", "failed", "not importable") for r in got):
-        return None
-    return got
+    return got if _valid(got, n) else None

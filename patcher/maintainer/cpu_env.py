@@ -42,6 +42,8 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from patcher import probes
+
 CACHE = Path(os.environ.get("KIMI_PATCHER_CACHE", Path.home() / ".cache" / "kimi-patcher"))
 ENVS = Path(os.environ.get("KIMI_PATCHER_ENVS", CACHE / "envs"))  # one set per concurrent user
 LOCKS = Path(__file__).resolve().parent / "cpu_envs"
@@ -60,7 +62,8 @@ LINES: list[tuple[str, str, str | None, str]] = [
     ("vllm", "0.20.0", None, "vllm-new"),
 ]
 
-PROBE_TIMEOUT = 600  # seconds per import; a cold import on 2 busy cores is < 30 s
+# seconds: one import (tests), or the whole import table (run_probes); a cold import on 2 busy cores is < 30 s
+PROBE_TIMEOUT = 600
 
 
 def _v(version: str) -> Version:
@@ -321,45 +324,27 @@ def _prepare(engine: str, version: str, log=print) -> tuple[Path, list[dict] | N
 
 # ------------------------------------------------------------------------ probes
 
-_PROBE_CODE = """
-import importlib, json, sys, time, traceback
-pre, mod = json.loads(sys.argv[1]), sys.argv[2]
-try:
-    for m in pre:
-        importlib.import_module(m)
-    t = time.perf_counter()
-    importlib.import_module(mod)
-    print("KIMI-PROBE " + json.dumps({"ok": True, "seconds": round(time.perf_counter() - t, 1)}))
-except BaseException as e:
-    tb = traceback.extract_tb(e.__traceback__)
-    where = f"{tb[-1].filename.split('site-packages/')[-1]}:{tb[-1].lineno}" if tb else ""
-    print("KIMI-PROBE " + json.dumps({"ok": False, "error": f"{type(e).__name__}: {e}"[:300], "where": where}))
-"""
-
-
 def probe_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     return env
 
 
-def run_probe(python: Path, probe: Probe) -> dict:
-    """Import ``probe.module`` in a fresh interpreter of ``python``."""
-    t0 = time.monotonic()
-    proc = subprocess.run([str(python), "-c", _PROBE_CODE, json.dumps(list(probe.prelude)), probe.module],
-                          capture_output=True, text=True, env=probe_env(), cwd=tempfile.gettempdir(),
-                          timeout=PROBE_TIMEOUT)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("KIMI-PROBE ")]
-    if lines:
-        res = json.loads(lines[-1][len("KIMI-PROBE "):])
-    else:
-        res = {"ok": False, "error": f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}", "where": ""}
-    res.update(module=probe.module, prelude=list(probe.prelude), wall=round(time.monotonic() - t0, 1))
-    return res
-
-
-def run_probes(python: Path, engine: str, version: str) -> list[dict]:
-    return [run_probe(python, p) for p in probes_for(engine, version)]
+def run_probes(python: Path, engine: str, version: str, say=None) -> list[dict]:
+    """Import each module of the table in its own child of patcher's one probe runner (probes.py):
+    the same isolation and preloaded zygote as ``patcher verify``, and PROBE_TIMEOUT for them all."""
+    table = probes_for(engine, version)
+    batches = [[{"id": p.module, "module": p.module, "preload": list(p.prelude), "check": None}] for p in table]
+    got = probes.run_groups(str(python), engine, [], batches, PROBE_TIMEOUT, probe_env(),
+                            cwd=tempfile.gettempdir(), say=say)
+    out = []
+    for p, (r,) in zip(table, got):
+        res = {"ok": r["status"] == "passed", "module": p.module, "prelude": list(p.prelude),
+               "seconds": r.get("seconds", 0.0)}
+        if not res["ok"]:
+            res.update(error=f"{r['status']}: {r.get('detail', '')}", where=r.get("where", ""))
+        out.append(res)
+    return out
 
 
 def _du(path: Path) -> str:
@@ -373,15 +358,16 @@ def check(engine: str, versions: list[str]) -> bool:
         t0 = time.monotonic()
         python, results = _prepare(engine, version)
         prep = time.monotonic() - t0
+        t1 = time.monotonic()
         if results is None:
-            results = run_probes(python, engine, version)
+            results = run_probes(python, engine, version, say=print)
         env = python.parents[1]
         print(f"\n## {engine} {version}  (line {env.name}, env {_du(env)}, prepare {prep:.1f} s, "
-              f"shims: {', '.join(sorted(shims_for(engine, version)))})")
+              f"probes {time.monotonic() - t1:.1f} s, shims: {', '.join(sorted(shims_for(engine, version)))})")
         for r in results:
             pre = f" (after {', '.join(r['prelude'])})" if r["prelude"] else ""
             if r["ok"]:
-                print(f"  OK   {r['seconds']:5.1f} s  (wall {r['wall']:4.1f})  {r['module']}{pre}")
+                print(f"  OK   {r['seconds']:5.1f} s  {r['module']}{pre}")
             else:
                 ok = False
                 print(f"  FAIL {r['module']}{pre}: {r['error']}  [{r['where']}]")

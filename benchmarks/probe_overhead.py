@@ -1,0 +1,120 @@
+"""What isolation costs: `patcher verify` with probes against one interpreter importing the same
+modules, wall and CPU (children included), measured side by side in one run (not a timed test).
+
+For each CPU env (patcher/maintainer/cpu_env.py), held with ``cpu_env.using``: every family that
+applies is applied (no probes), then, alternating, for --runs rounds:
+
+  import   one ``python -c`` importing every probed module (their preloads first), as one
+           interpreter would: the floor;
+  fork     ``patcher verify`` as the CLI runs it: the zygote preloads torch & co and forks a child
+           per probed module (today's runner);
+  spawn    the same with KIMI_PATCHER_PROBE_SPAWN=1: one fresh interpreter per probed module (the
+           runner before the zygote, kept as the fallback).
+
+Medians are printed with the ratios to ``import`` (goal: fork <= 1.3x wall, <= 1.6x CPU), and
+whether fork and spawn reported the same probe outcomes. The env is reverted at the end.
+
+Usage: python benchmarks/probe_overhead.py [--sglang 0.5.9] [--vllm 0.19.1] [--runs 3]
+       (an empty version skips that engine)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from patcher import actions, probes  # noqa: E402
+from patcher.maintainer import cpu_env  # noqa: E402
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """(wall s, CPU s of the process and all it waited for, stdout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc.stdout
+
+
+def outcomes(stdout: str) -> dict[str, tuple[str, str]]:
+    (report,) = json.loads(stdout)
+    return {f"{f['id']}:{p['id']}": (p["status"], p["detail"]) for f in report["families"] for p in f["probes"]}
+
+
+def measure(engine: str, version: str, runs: int) -> None:
+    with cpu_env.using(engine, version, log=lambda *_: None) as python:
+        applied_and_measured(engine, version, python, runs)
+
+
+def applied_and_measured(engine: str, version: str, python: Path, runs: int) -> None:
+    """Every family applied (no probes), measured, reverted (the env is shared)."""
+    actions.apply(engine, actions.Options(python=str(python), probes=False))
+    try:
+        _measure(engine, version, str(python), runs)
+    finally:
+        actions.revert(engine, actions.Options(python=str(python), probes=False))
+
+
+def _measure(engine: str, version: str, python: str, runs: int) -> None:
+    statuses = actions.verify(engine, actions.Options(python=python, probes=False)).statuses
+    todo = probes.selected(statuses)
+    modules = list(dict.fromkeys(m for _, p in todo for m in (*p["preload"], p["module"])))
+    groups = len(probes.groups(todo))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
+    env.pop(probes.FORCE_SPAWN, None)
+    spawn_env = dict(env, **{probes.FORCE_SPAWN: "1"})
+    verify = [sys.executable, "-m", "patcher", "verify", "--engine", engine, "--python", python, "--json"]
+    importing = [python, "-c", f"import importlib\nfor m in {modules!r}:\n    importlib.import_module(m)\n"]
+    kinds = {"import": (importing, env), "fork": (verify, env), "spawn": (verify, spawn_env)}
+    timed(importing, env)  # warm the page cache once, for everyone
+    figures: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
+    seen: dict[str, dict] = {}
+    for r in range(runs):
+        order = list(kinds) if r % 2 == 0 else list(kinds)[::-1]
+        for kind in order:
+            argv, e = kinds[kind]
+            wall, cpu, out = timed(argv, e)
+            figures[kind].append((wall, cpu))
+            if kind != "import":
+                seen[kind] = outcomes(out)
+    med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in figures.items()}
+    iw, ic = med["import"]
+    states = sorted({s for s, _ in seen["fork"].values()})
+    print(f"\n{engine} {version}: {len(todo)} probes in {groups} groups over {len(modules)} modules, "
+          f"outcomes {states}; median of {runs} rounds, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    for kind, (w, c) in med.items():
+        ratio = "" if kind == "import" else f"   {w / iw:4.2f}x wall  {c / ic:4.2f}x CPU"
+        print(f"  {kind:6}  wall {w:6.1f} s  CPU {c:6.1f} s{ratio}")
+    print("  goal: fork <= 1.3x wall, <= 1.6x CPU;  fork and spawn report the same outcomes: "
+          f"{'yes' if seen['fork'] == seen['spawn'] else 'NO'}")
+    if seen["fork"] != seen["spawn"]:
+        for k in sorted(set(seen["fork"]) | set(seen["spawn"])):
+            if seen["fork"].get(k) != seen["spawn"].get(k):
+                print(f"    {k}: fork {seen['fork'].get(k)}  spawn {seen['spawn'].get(k)}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sglang", default="0.5.9")
+    ap.add_argument("--vllm", default="0.19.1")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    for engine, version in (("sglang", args.sglang), ("vllm", args.vllm)):
+        if version:
+            measure(engine, version, args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

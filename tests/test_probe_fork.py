@@ -1,0 +1,202 @@
+"""The probe runner's zygote (probes.run_groups, probe_child.fork_main), on a toy package put on
+sys.path of this interpreter: no venv, no pip, a second or two each.
+
+What it must keep from one fresh interpreter per group: a child's failed import and whatever
+it left in sys.modules never reach the next child; and where forking is not a clean copy of a
+fresh interpreter (no fork, a thread running after the preloads, a preload that failed), it
+spawns one interpreter per group instead and says why (what ``--debug`` prints)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from patcher import actions, probe_child, probes
+
+ENGINE = "toyengine"
+
+MODULES = {
+    "__init__.py": "",
+    "sub.py": "X = 1\n",
+    # imports sub, damages it, then fails: what a half-failed engine import leaves behind
+    "broken.py": "import toyengine.sub\ntoyengine.sub.X = 99\nraise RuntimeError('half imported')\n",
+    "uses_dep.py": "import einops  # noqa: F401\n",
+}
+
+CHECKS = '''
+import os, sys
+
+
+def sub_is_fresh(mod):
+    assert mod.X == 1, f"sub.X is {mod.X}: a previous child's import leaked into this one"
+
+
+def engine_not_inherited(mod):
+    others = sorted(m for m in sys.modules if m.startswith("toyengine.") and m != "toyengine.sub")
+    assert not others, others
+'''
+
+# A stand-in for a heavy dependency on the preload list: counts the interpreters that imported it.
+EINOPS = "import os\nwith open(os.environ['KIMI_TEST_IMPORTS'], 'a') as f:\n    f.write('x')\n"
+
+
+@pytest.fixture
+def toy(tmp_path: Path, monkeypatch) -> tuple[Path, Path, dict[str, str]]:
+    root = tmp_path / "site"
+    (root / ENGINE).mkdir(parents=True)
+    for name, text in MODULES.items():
+        (root / ENGINE / name).write_text(text)
+    deps = tmp_path / "deps"  # on PYTHONPATH: present at start-up, as an installed dependency is
+    deps.mkdir()
+    (deps / "einops.py").write_text(EINOPS)
+    checks = tmp_path / "probes.py"
+    checks.write_text(CHECKS)
+    env = dict(os.environ, PYTHONPATH=str(deps), KIMI_TEST_IMPORTS=str(tmp_path / "imports"))
+    env.pop(probes.FORCE_SPAWN, None)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)  # one child at a time: each runs after the last
+    return root, checks, env
+
+
+def probe(module: str, check: str | None, checks: Path) -> list[dict]:
+    return [{"id": module, "module": module, "preload": [], "file": str(checks), "check": check}]
+
+
+def run(toy, batches, timeout: float = 60) -> tuple[list[list[dict]], list[str]]:
+    root, _, env = toy
+    said: list[str] = []
+    got = probes.run_groups(sys.executable, ENGINE, [str(root)], batches, timeout, env, say=said.append)
+    return got, said
+
+
+def statuses(got: list[list[dict]]) -> list[tuple[str, str]]:
+    return [(r["status"], r.get("detail", "")) for group in got for r in group]
+
+
+def test_a_childs_failed_import_does_not_reach_the_next_child(toy):
+    _, checks, _ = toy
+    got, said = run(toy, [probe("toyengine.broken", None, checks), probe("toyengine.sub", "sub_is_fresh", checks),
+                          probe("toyengine.sub", "engine_not_inherited", checks)])
+    assert statuses(got) == [("failed", "importing toyengine.broken raised RuntimeError: half imported"),
+                             ("passed", ""), ("passed", "")], got
+    assert len(said) == 1 and said[0].startswith("probes: one child per module forked"), said
+
+
+def test_the_zygote_imports_a_preloaded_dependency_once_for_every_child(toy, tmp_path):
+    _, checks, _ = toy
+    got, said = run(toy, [probe("toyengine.uses_dep", None, checks), probe("toyengine.sub", "sub_is_fresh", checks)])
+    assert statuses(got) == [("passed", ""), ("passed", "")], got
+    assert "einops" in said[0], said
+    assert (tmp_path / "imports").read_text() == "x"  # once, in the zygote; not again in the child
+
+
+def test_forced_spawn_imports_the_dependency_in_each_interpreter(toy, tmp_path):
+    _, checks, env = toy
+    env[probes.FORCE_SPAWN] = "1"
+    got, said = run(toy, [probe("toyengine.uses_dep", None, checks), probe("toyengine.broken", None, checks),
+                          probe("toyengine.sub", "sub_is_fresh", checks)])
+    assert statuses(got)[1:] == [("failed", "importing toyengine.broken raised RuntimeError: half imported"),
+                                 ("passed", "")], got
+    assert said == [f"probes: one fresh interpreter per module ({probes.FORCE_SPAWN} is set)"], said
+    assert (tmp_path / "imports").read_text() == "x"  # only the one interpreter that needed it
+
+
+@pytest.mark.parametrize("case", ["thread", "failed-preload", "missing-dependency", "engine-preloaded"])
+def test_the_zygote_refuses_to_fork_a_copy_that_is_not_clean_and_says_why(toy, tmp_path, case):
+    """Each case makes forking unsafe in the target interpreter; the probes still run, spawned."""
+    _, checks, env = toy
+    deps = Path(env["PYTHONPATH"])
+    if case == "thread":  # started at start-up, still running after the preloads
+        (deps / "sitecustomize.py").write_text(
+            "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
+        why = "threads"
+    elif case == "failed-preload":  # a half-imported dependency must not be copied into children
+        (deps / "einops.py").write_text("raise ImportError('broken einops')\n")
+        why = "preloading einops raised ImportError: broken einops"
+    elif case == "missing-dependency":  # einops is there, what it imports is not: half imported
+        (deps / "einops.py").write_text("import os\nimport absent_dependency_xyz  # noqa\n")
+        why = "preloading einops raised ModuleNotFoundError: No module named 'absent_dependency_xyz'"
+    else:  # a dependency that imports the engine: children would inherit its modules
+        (deps / "einops.py").write_text("import toyengine.sub  # noqa\n")
+        env["PYTHONPATH"] += os.pathsep + str(toy[0])
+        why = "imported toyengine itself (toyengine)"
+    got, said = run(toy, [probe("toyengine.broken", None, checks), probe("toyengine.sub", "sub_is_fresh", checks)])
+    assert statuses(got) == [("failed", "importing toyengine.broken raised RuntimeError: half imported"),
+                             ("passed", "")], got
+    assert len(said) == 1 and said[0].startswith("probes: one fresh interpreter per module (") and why in said[0], said
+
+
+def test_a_submodule_this_release_lacks_is_skipped_and_the_zygote_still_forks(toy, tmp_path, monkeypatch):
+    """PRELOAD names submodules (torch._inductor.compile_fx, ...) a package's release may not have."""
+    _, checks, _ = toy
+    assert probes._RUNNER.count("PRELOAD = (") == 1
+    monkeypatch.setattr(probes, "_RUNNER", probes._RUNNER.replace("PRELOAD = (", 'PRELOAD = ("einops.nothere", ', 1))
+    got, said = run(toy, [probe("toyengine.uses_dep", None, checks)])
+    assert statuses(got) == [("passed", "")], got
+    assert said[0].startswith("probes: one child per module forked") and "einops.nothere" not in said[0], said
+    assert (tmp_path / "imports").read_text() == "x"
+
+
+def test_without_fork_the_fallback_is_taken_and_debug_says_so(monkeypatch, capsys):
+    """No os.fork here (Windows, say): spawn per module, and ``--debug`` prints why; without it, nothing."""
+    from tests.support import toy as toy_engine
+    monkeypatch.delattr(os, "fork")
+    seen: list[tuple] = []
+    monkeypatch.setattr(probes, "_interpreter", lambda *a: seen.append(a) or [{"status": "passed"}] * a[2])
+    monkeypatch.setattr(probes, "_forked", lambda *a: pytest.fail("the zygote ran without os.fork"))
+    for debug in (True, False):
+        got = probes.run_groups(sys.executable, toy_engine.ENGINE, [], [[{"module": "m"}]], 5, {},
+                                say=actions._debug(actions.Options(debug=debug)))
+        assert got == [[{"status": "passed"}]]
+    assert len(seen) == 2
+    assert capsys.readouterr().err == "probes: one fresh interpreter per module (this platform cannot fork)\n"
+
+
+def test_a_child_that_dies_or_hangs_is_reported_like_a_spawned_interpreter(toy, tmp_path):
+    root, checks, _ = toy
+    (root / ENGINE / "dies.py").write_text("import sys, os\nsys.stderr.write('last words\\n')\nos._exit(3)\n")
+    (root / ENGINE / "hangs.py").write_text("import time\ntime.sleep(60)\n")
+    got, said = run(toy, [probe("toyengine.dies", None, checks), probe("toyengine.hangs", None, checks),
+                          probe("toyengine.sub", "sub_is_fresh", checks)], timeout=4)
+    assert statuses(got) == [
+        ("failed", "probe interpreter died: exit 3: last words"),
+        ("failed", "probe interpreter timed out: timed out after 4 s (--probe-timeout, for all probes)"),
+        ("failed", "probe interpreter timed out: timed out: the 4 s for all probes ran out before this one started"),
+    ], got
+    assert said[0].startswith("probes: one child per module forked"), said
+
+
+def test_the_child_code_is_stdlib_only():
+    """It runs in the engine's interpreter, where patcher may not be installed."""
+    import ast
+    tree = ast.parse(Path(probe_child.__file__).read_text())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert names <= set(sys.stdlib_module_names), names - set(sys.stdlib_module_names)
+
+
+def test_the_cpu_envs_import_table_runs_through_the_one_runner(monkeypatch):
+    """cpu_env has no runner of its own: each module of its table is one import-only group of
+    probes.run_groups, in the env's python, with the env's own environment and PROBE_TIMEOUT."""
+    from patcher.maintainer import cpu_env
+    calls = []
+
+    def fake(python, engine, prepend, batches, timeout, env, cwd=None, say=None):
+        calls.append((python, engine, prepend, batches, timeout, env))
+        return [[{"status": "passed", "seconds": 1.5}],
+                [{"status": "not importable", "detail": "missing module x", "where": "a.py:3", "seconds": 0.1}]]
+
+    monkeypatch.setattr(probes, "run_groups", fake)
+    table = [cpu_env.Probe("sglang.a"), cpu_env.Probe("sglang.b", prelude=("p",))]
+    monkeypatch.setitem(cpu_env.PROBES, "sglang", table)
+    got = cpu_env.run_probes(Path("/env/bin/python"), "sglang", "0.5.9")
+    assert got == [{"ok": True, "module": "sglang.a", "prelude": [], "seconds": 1.5},
+                   {"ok": False, "module": "sglang.b", "prelude": ["p"], "seconds": 0.1,
+                    "error": "not importable: missing module x", "where": "a.py:3"}]
+    ((python, engine, prepend, batches, timeout, env),) = calls
+    assert (python, engine, prepend, timeout) == ("/env/bin/python", "sglang", [], cpu_env.PROBE_TIMEOUT)
+    assert batches == [[{"id": "sglang.a", "module": "sglang.a", "preload": [], "check": None}],
+                       [{"id": "sglang.b", "module": "sglang.b", "preload": ["p"], "check": None}]]
+    assert env == cpu_env.probe_env()
