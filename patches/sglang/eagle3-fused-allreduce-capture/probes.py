@@ -118,7 +118,7 @@ def _no_cp(*a, **k):
 
 
 _GLOBALS = dict(
-    get_global_server_args=lambda: SimpleNamespace(disable_piecewise_cuda_graph=False),
+    get_global_server_args=lambda: SimpleNamespace(enable_piecewise_cuda_graph=False, disable_piecewise_cuda_graph=True),
     get_global_expert_distribution_recorder=lambda: _Recorder(),
     check_cuda_graph_backend=lambda *a, **k: True,
     BumpAllocator=_Alloc,
@@ -167,8 +167,9 @@ def _same(got, want, what):
     for layer, g, w in zip(CAPTURE, got, want):
         diff = (g - w).abs().max().item() if g.shape == w.shape else None
         assert g.shape == w.shape and diff < 1e-4, (
-            f"{what}: layer {layer} aux state is not the reduced residual stream: wanted {w.tolist()}, "
-            f"found {g.tolist()} (off by {diff}; {OFFSET} is the other rank's partial sum)")
+            f"{what}: layer {layer} aux state is not the reduced residual stream: wanted row 0 = "
+            f"{w[0].tolist()}, found {g[0].tolist()} (shape {tuple(g.shape)}, max off by {diff}; "
+            f"{OFFSET} is the other rank's partial sum)")
 
 
 def fused_capture_is_reduced(module) -> None:
