@@ -60,3 +60,26 @@ def test_sampled_mutant_is_detected(name, variant, hunk):
             probe_mutation.hunk_labels((fam.folder / var.diffs[0]).read_text(), var.diffs[0])[hunk]]
     missed = [f"{r.hunk}: {r.outcome}: {r.detail}" for r in rows if not r.ok]
     assert not missed, "\n".join(missed)
+
+
+# SGLang: one release (one engine swap). eagle3-fused-allreduce-capture v5 spans two diffs,
+# so labels are counted across them, as score_variant does.
+SGLANG_RELEASE = "0.5.9"
+SGLANG_SAMPLE = [
+    ("eagle3-fused-allreduce-capture", "v5", 0),  # communicator: the capture method passes quant_format
+    ("eagle3-fused-allreduce-capture", "v5", 3),  # model loop: the old pre-allreduce capture removed
+]
+
+
+@pytest.mark.cpuenv
+@pytest.mark.parametrize("name,variant,hunk", SGLANG_SAMPLE, ids=[f"{f}-{v}-{h}" for f, v, h in SGLANG_SAMPLE])
+def test_sampled_sglang_mutant_is_detected(name, variant, hunk):
+    (fam,) = [f for f in manifest.load_all(manifest.PATCHES, ("sglang",)) if f.name == name]
+    (var,) = [v for v in fam.variants if v.id == variant]
+    release = probe_mutation.release_for("sglang", var, SGLANG_RELEASE)
+    assert release == SGLANG_RELEASE, f"{SGLANG_RELEASE} is not in {fam.id} {variant}'s range"
+    rows = probe_mutation.score_variant(fam, var, release, only_hunk=hunk, log=lambda *_: None)
+    labels = [label for d in var.diffs for label in probe_mutation.hunk_labels((fam.folder / d).read_text(), d)]
+    assert [r.hunk for r in rows if r.hunk != "pristine"] == [labels[hunk]]
+    missed = [f"{r.hunk}: {r.outcome}: {r.detail}" for r in rows if not r.ok]
+    assert not missed, "\n".join(missed)
