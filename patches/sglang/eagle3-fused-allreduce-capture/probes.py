@@ -118,7 +118,9 @@ def _no_cp(*a, **k):
 
 
 _GLOBALS = dict(
-    get_global_server_args=lambda: SimpleNamespace(enable_piecewise_cuda_graph=False, disable_piecewise_cuda_graph=True),
+    # either spelling of the piecewise-graph switch selects the recorder's per-layer context
+    get_global_server_args=lambda: SimpleNamespace(enable_piecewise_cuda_graph=False,
+                                                   disable_piecewise_cuda_graph=True),
     get_global_expert_distribution_recorder=lambda: _Recorder(),
     check_cuda_graph_backend=lambda *a, **k: True,
     BumpAllocator=_Alloc,
