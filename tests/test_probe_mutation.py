@@ -66,7 +66,7 @@ def test_sampled_mutant_is_detected(name, variant, hunk):
 # so labels are counted across them, as score_variant does.
 SGLANG_RELEASE = "0.5.9"
 SGLANG_SAMPLE = [
-    ("eagle3-fused-allreduce-capture", "v5", 0),  # communicator: the capture method passes quant_format
+    ("eagle3-fused-allreduce-capture", "v5", 2),  # decoder layer: prepare_attn -> the capture method
     ("eagle3-fused-allreduce-capture", "v5", 3),  # model loop: the old pre-allreduce capture removed
 ]
 
