@@ -124,7 +124,7 @@ _GLOBALS = dict(
     get_global_expert_distribution_recorder=lambda: _Recorder(),
     check_cuda_graph_backend=lambda *a, **k: True,
     BumpAllocator=_Alloc,
-    dsa_use_prefill_cp=_no_cp, mla_use_prefill_cp=_no_cp, nsa_use_prefill_cp=_no_cp,
+    dsa_use_prefill_cp=_no_cp, mla_use_prefill_cp=_no_cp, nsa_use_prefill_cp=_no_cp, enable_prefill_cp=_no_cp,
     get_attn_tp_context=lambda: SimpleNamespace(clear_attn_inputs=lambda: None, input_scattered=False),
     get_attention_tp_group=lambda: SimpleNamespace(all_gather=lambda x, dim=0: torch.cat([x, x], dim=dim)),
 )
