@@ -115,8 +115,8 @@ def fusion_findings(release: Release, cmd: LaunchCommand, target: TargetConfig |
         return []
     tp = cmd.tp or 1
     family = release.family(launch_facts.FUSED_CAPTURE_FAMILY)
-    if family is not None:
-        buggy = not family.ok
+    if family is not None:  # refused: the release has no aux capture at all (setup.* says so), nothing to corrupt
+        buggy = not family.ok and family.state != "refused"
         state = f"{family.family.id} {family.state}"
     else:
         buggy = launch_facts.fused_capture_bug_by_version(release.version)

@@ -153,9 +153,9 @@ def _sglang(version: str, fused_state: str | None = None):
     release = from_version("sglang", Version(version))
     if fused_state is None:
         return release
-    template = release.families[0]
-    family = replace(template.family, name=launch_facts.FUSED_CAPTURE_FAMILY)
-    return replace(release, families=(*release.families, FamilyState(family, fused_state, "stand-in")))
+    others = [f for f in release.families if f.family.name != launch_facts.FUSED_CAPTURE_FAMILY]
+    family = replace(release.families[0].family, name=launch_facts.FUSED_CAPTURE_FAMILY)
+    return replace(release, families=(*others, FamilyState(family, fused_state, "stand-in")))
 
 
 def _sglang_cmd(*extra: str):
@@ -334,22 +334,32 @@ def _sglang_launch(tmp_path: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.wheels
-def test_sglang_tp8_with_the_fusion_is_no_go_until_it_is_disabled(tmp_path: Path) -> None:
-    site = _applied(tmp_path, "sglang", "0.5.10")
+def test_sglang_tp8_with_the_fusion_is_no_go_until_it_is_disabled_or_fixed(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(wheels.tree("sglang", "0.5.10"), site)
+    fused = "sglang/eagle3-fused-allreduce-capture"
+    assert cli("apply", "--engine", "sglang", "--site", str(site), "--no-probes", "--skip", fused)[0] == 0
     code, doc = doctor_json("--site", str(site), "--", *_sglang_launch(tmp_path, "--tp", "8"))
     fusion = by_code(doc)["launch.allreduce_fusion"]
     assert (code, fusion["level"]) == (1, "problem")
-    assert fusion["hint"] == "add --enforce-disable-flashinfer-allreduce-fusion"
-    assert doc["reasons"] == [f"launch.allreduce_fusion: {fusion['message']}"]  # the only reason
+    assert "add --enforce-disable-flashinfer-allreduce-fusion" in fusion["hint"]
+    assert f"launch.allreduce_fusion: {fusion['message']}" in doc["reasons"]
+    assert f"{fused} is pending" in doc["reasons"]
     assert doc["env"]["SGLANG_ENABLE_SPEC_V2"] == {"read": True, "default": "False", "value": None,
                                                     "from_command": False}
     shutil.rmtree(tmp_path / "drafter")
     shutil.rmtree(tmp_path / "kimi")
-    code, out, err = cli("doctor", "--site", str(site), "--", *_sglang_launch(
+    code, doc = doctor_json("--site", str(site), "--", *_sglang_launch(
         tmp_path, "--tp", "8", "--enforce-disable-flashinfer-allreduce-fusion"))
+    assert by_code(doc)["launch.allreduce_fusion"]["level"] == "ok"
+    assert doc["reasons"] == [f"{fused} is pending"]  # verify still says so; the launch itself is safe
+    shutil.rmtree(tmp_path / "drafter")
+    shutil.rmtree(tmp_path / "kimi")
+    assert cli("apply", "--engine", "sglang", "--site", str(site), "--no-probes")[0] == 0
+    code, out, err = cli("doctor", "--site", str(site), "--", *_sglang_launch(tmp_path, "--tp", "8"))
     assert (code, err) == (0, ""), out
-    assert "  ok       launch.allreduce_fusion: --enforce-disable-flashinfer-allreduce-fusion: the aux capture " \
-           "reads reduced states (sglang 0.5.10 as published)" in out
+    assert ("  ok       launch.allreduce_fusion: EAGLE-3 aux capture with the allreduce fusion: correct "
+            f"({fused} applied)") in out
     assert out.splitlines()[-1].startswith("verdict: go")
 
 
@@ -358,7 +368,8 @@ def test_sglang_0_5_9_as_published_lists_every_reason(tmp_path: Path) -> None:
     code, doc = doctor_json("--site", str(wheels.tree("sglang", "0.5.9")), "--", *_sglang_launch(tmp_path, "--tp", "8"))
     fusion = by_code(doc)["launch.allreduce_fusion"]
     assert (code, doc["verdict"]) == (1, "no-go")
-    assert fusion["hint"] == "use sglang 0.5.10 or newer with --enforce-disable-flashinfer-allreduce-fusion"
+    assert fusion["hint"] == (f"run 'patcher apply --engine sglang --site {wheels.tree('sglang', '0.5.9')}', or use "
+                              "sglang 0.5.10 or newer with --enforce-disable-flashinfer-allreduce-fusion")
     pending = [r for r in doc["reasons"] if r.endswith(" is pending")]
     assert pending and all(r.startswith("sglang/") for r in pending)
     assert f"launch.allreduce_fusion: {fusion['message']}" in doc["reasons"]

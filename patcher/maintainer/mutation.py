@@ -186,7 +186,12 @@ def _copy_family(fam: manifest.Family, dest: Path, diff: str, text: str) -> Path
     folder = root / fam.engine / fam.name
     shutil.copytree(fam.folder, folder)
     shutil.copyfile(fam.folder.parent / "releases.txt", root / fam.engine / "releases.txt")
-    (folder / diff).write_text(text, encoding="utf-8")
+    if text:
+        (folder / diff).write_text(text, encoding="utf-8")
+    else:  # its only hunk left out: the variant without that diff (an empty diff is refused, proving nothing)
+        toml = folder / "patch.toml"
+        listed = rf'"{re.escape(diff)}",\s*|,\s*"{re.escape(diff)}"'
+        toml.write_text(re.sub(listed, "", toml.read_text(encoding="utf-8")), encoding="utf-8")
     return root
 
 
