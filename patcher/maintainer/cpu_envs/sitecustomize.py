@@ -133,6 +133,38 @@ class _VllmCompilationHook(importlib.abc.MetaPathFinder):
         # the normal finders import the module itself
 
 
+# --- numba (vLLM's n-gram proposer) ---------------------------------------------
+# vllm/v1/spec_decode/ngram_proposer.py does ``from numba import jit, njit, ...`` and
+# decorates functions at import time; gpu_model_runner.py imports it unconditionally.
+# numba is not in the CPU locks (it pins its own numpy range). Only when no real numba
+# is importable, the decorators hand the function back unchanged: the n-gram kernels
+# are then plain Python that no probe calls.
+def _numba_shim() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("numba") is not None:
+        return
+    numba = types.ModuleType("numba")
+    numba.__version__ = "0.0.0+cpustub"
+
+    def jit(*args, **kwargs):
+        if len(args) == 1 and callable(args[0]) and not kwargs:
+            return args[0]
+        return lambda fn: fn
+
+    numba.jit = numba.njit = jit
+    numba.prange = range
+    numba.get_num_threads = lambda: 1
+    numba.set_num_threads = lambda n: None
+    sys.modules["numba"] = numba
+
+
+# Packages vLLM's GPU model runner imports at module level (structured outputs, harmony
+# chat format, GGUF quantisation) that a CPU lock does not carry on every line: served by
+# the stub finder above, which answers only when no real package of that name exists.
+_VLLM_RUNNER_STUB_ROOTS = frozenset({"llguidance", "openai_harmony", "gguf", "diskcache", "xgrammar"})
+
+
 if "torchvision" in SHIMS:
     _torchvision_shim()
 if "torch_cpu_amx" in SHIMS:
@@ -142,7 +174,9 @@ if "torch_cpu_amx" in SHIMS:
 
     if not hasattr(torch._C._cpu, "_is_amx_tile_supported"):
         torch._C._cpu._is_amx_tile_supported = lambda: False
-if SHIMS & {"sgl_kernel", "vllm"}:
-    sys.meta_path.append(_StubFinder(SHIMS & {"sgl_kernel", "vllm"}))
+if SHIMS & ({"sgl_kernel", "vllm"} | _VLLM_RUNNER_STUB_ROOTS):
+    sys.meta_path.append(_StubFinder(SHIMS & ({"sgl_kernel", "vllm"} | _VLLM_RUNNER_STUB_ROOTS)))
+if "numba" in SHIMS:
+    _numba_shim()
 if "torch_ops_C" in SHIMS:
     sys.meta_path.insert(0, _VllmCompilationHook())
