@@ -55,9 +55,18 @@ class _StubMeta(type):
         return _stub(f"{cls.__qualname__}.{name}")
 
 
+def _any_schema(cls, source, handler):
+    # vLLM <= 0.16 declares pydantic fields typed with openai_harmony classes: a stub
+    # stands for "anything" there, so the model class can still be built at import.
+    from pydantic_core import core_schema
+
+    return core_schema.any_schema()
+
+
 def _stub(qualname: str) -> type:
     module = qualname.rsplit(".", 1)[0]
-    return _StubMeta(qualname.rsplit(".", 1)[-1], (), {"__qualname__": qualname, "__module__": module})
+    return _StubMeta(qualname.rsplit(".", 1)[-1], (), {"__qualname__": qualname, "__module__": module,
+                                                       "__get_pydantic_core_schema__": classmethod(_any_schema)})
 
 
 class _StubModule(types.ModuleType):
@@ -162,7 +171,7 @@ def _numba_shim() -> None:
 # Packages vLLM's GPU model runner imports at module level (structured outputs, harmony
 # chat format, GGUF quantisation) that a CPU lock does not carry on every line: served by
 # the stub finder above, which answers only when no real package of that name exists.
-_VLLM_RUNNER_STUB_ROOTS = frozenset({"llguidance", "openai_harmony", "gguf", "diskcache", "xgrammar"})
+_VLLM_RUNNER_STUB_ROOTS = frozenset({"llguidance", "openai_harmony", "gguf", "diskcache", "xgrammar", "mistral_common"})
 
 
 if "torchvision" in SHIMS:
