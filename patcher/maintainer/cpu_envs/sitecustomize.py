@@ -154,17 +154,14 @@ def _numba_shim() -> None:
     if importlib.util.find_spec("numba") is not None:
         return
     numba = types.ModuleType("numba")
-    numba.__version__ = "0.0.0+cpustub"
 
     def jit(*args, **kwargs):
         if len(args) == 1 and callable(args[0]) and not kwargs:
             return args[0]
         return lambda fn: fn
 
-    numba.jit = numba.njit = jit
-    numba.prange = range
-    numba.get_num_threads = lambda: 1
-    numba.set_num_threads = lambda n: None
+    vars(numba).update(__version__="0.0.0+cpustub", jit=jit, njit=jit, prange=range,
+                       get_num_threads=lambda: 1, set_num_threads=lambda n: None)
     sys.modules["numba"] = numba
 
 
