@@ -24,7 +24,7 @@ SAMPLE = [
     ("mla-aux-capture", "B12", 9),  # eagle.py: K2.5's media token as the drafter's image token
     ("sm120-allreduce-fusion", "D2", 1),  # the one-shot size table's SM120 entry
     ("eagle3-target-whitelist", "A6", None),  # one hunk: the probe must fail on the pristine file
-    ("eagle3-config-aux-ids", "E2", 1),  # the v2 runner's reader left as published
+    ("eagle3-config-aux-ids", "E2", None),  # pristine: SpecForge ids ignored by both runners
 ]
 
 
