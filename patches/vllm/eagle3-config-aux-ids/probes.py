@@ -93,26 +93,27 @@ def v1_runner_reads_eagle_config_ids(module) -> None:
     _check_reader(lambda spec: reader(SimpleNamespace(speculative_config=spec)), "v1")
 
 
-class _Target:
-    """A stand-in EAGLE-3 target: records the layers the runner tells it to capture."""
+def _target(interfaces_protocol):
+    """A stand-in EAGLE-3 target, a nominal SupportsEagle3 (the check the runner makes first):
+    it records the layers the runner tells it to capture."""
 
-    supports_eagle3 = True
+    class Target(interfaces_protocol):
+        layers = None
 
-    def __init__(self) -> None:
-        self.layers = None
+        def set_aux_hidden_state_layers(self, layers) -> None:
+            self.layers = tuple(layers)
 
-    def set_aux_hidden_state_layers(self, layers) -> None:
-        self.layers = tuple(layers)
+        def get_eagle3_aux_hidden_state_layers(self):
+            return (2, 30, 58)
 
-    def get_eagle3_aux_hidden_state_layers(self):
-        return (2, 30, 58)
+        get_eagle3_default_aux_hidden_state_layers = get_eagle3_aux_hidden_state_layers
 
-    get_eagle3_default_aux_hidden_state_layers = get_eagle3_aux_hidden_state_layers
+    return Target()
 
 
 def v2_runner_reads_eagle_config_ids(module) -> None:
     _check_reader(module.get_eagle3_aux_layers_from_config, "v2")
-    target = _Target()
+    target = _target(module.SupportsEagle3)
     module.set_eagle3_aux_hidden_state_layers(target, _specforge_spec_config())
     assert target.layers == DRAFTER_IDS, (
         f"v2 runner set the target's aux layers to {target.layers!r}; wanted the drafter's {DRAFTER_IDS}")
