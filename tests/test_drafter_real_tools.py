@@ -83,9 +83,10 @@ def test_ids_only_in_eagle_config_per_vllm_runner(tmp_path: Path, version: str, 
     if level_v1 == "problem":
         assert "captures [2, 30, 58]" in by_runner["v1"]["message"]
         assert "the v1 runner reads eagle_config ids only from 0.22.0" in by_runner["v1"]["message"]
-        assert '"eagle_aux_hidden_state_layer_ids": [4, 30, 56]' in by_runner["v1"]["hint"]
+        assert "run 'patcher apply --engine vllm': the patched release captures them" in by_runner["v1"]["hint"]
     assert "the v2 runner reads no ids from eagle_config" in by_runner["v2"]["message"]
-    assert code == 1 if f["aux.capture"]["level"] == "problem" else "problem" not in {x["level"] for x in f.values()}
+    # vllm/eagle3-config-aux-ids is pending on every one of these releases as published: verify says so.
+    assert code == 1 and f["setup.eagle3-config-aux-ids"]["level"] == "problem"
 
 
 def test_top_level_and_eagle_config_ids_that_disagree(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ DEFAULT_AUX_LAYERS = 3
 
 def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig | None,
                   engine: Release | None, flags: str | None) -> list[Finding]:
-    findings = check_setup(engine) if engine is not None else []
+    findings = check_setup(engine, drafter) if engine is not None else []
     findings += check_target_class(engine, target) if engine is not None else []
     findings += _check_config_format(drafter, engine)
     findings += check_aux_ids(drafter, target)

@@ -18,8 +18,19 @@ NOT_ABOUT_THE_DRAFTER = ("sm120-allreduce-fusion",)
 MLA_DRAFTERS = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
 
 
-def check_setup(release: Release) -> list[Finding]:
-    """One finding per family, with what ``patcher verify`` would say about it."""
+def _about(family: str, drafter: DrafterConfig | None) -> bool:
+    """Whether the family changes how this drafter runs: the vLLM family that reads ids from
+    eagle_config matters only to a drafter that states its ids there alone (aux.capture says how)."""
+    if family in NOT_ABOUT_THE_DRAFTER:
+        return False
+    if family == facts.CONFIG_AUX_IDS_FAMILY and drafter is not None:
+        return drafter.eagle_aux_ids is not None and drafter.top_aux_ids is None
+    return True
+
+
+def check_setup(release: Release, drafter: DrafterConfig | None = None) -> list[Finding]:
+    """One finding per family, with what ``patcher verify`` would say about it: a problem when
+    the family changes how this drafter runs, a hint otherwise."""
     out: list[Finding] = []
     for fam in release.families:
         code = f"setup.{fam.family.name}"
@@ -32,7 +43,7 @@ def check_setup(release: Release) -> list[Finding]:
             todo = f"run '{release.apply_command()}'"
         else:
             todo = fam.hint
-        level = hint if fam.family.name in NOT_ABOUT_THE_DRAFTER else problem
+        level = problem if _about(fam.family.name, drafter) else hint
         out.append(level(code, f"{fam.family.id} is {fam.state} on {release.label()}: {fam.detail}",
                          wanted="applied or upstream (what 'patcher verify' accepts)", found=fam.state, hint=todo))
     return out

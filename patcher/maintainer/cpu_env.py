@@ -93,7 +93,11 @@ def shims_for(engine: str, version: str) -> frozenset[str]:
             shims.add("torch_cpu_amx")
         return frozenset(shims)
     if engine == "vllm":
-        return frozenset({"torch_ops_C"})
+        # numba, llguidance, openai_harmony, gguf, diskcache, xgrammar, mistral_common: what
+        # vllm.v1.worker.gpu_model_runner imports beyond the locks (eagle3-config-aux-ids
+        # probes its aux-layer reader)
+        return frozenset({"torch_ops_C", "numba", "llguidance", "openai_harmony", "gguf", "diskcache",
+                          "xgrammar", "mistral_common"})
     raise ValueError(engine)
 
 
@@ -128,6 +132,9 @@ PROBES: dict[str, list[Probe]] = {
         Probe("vllm.model_executor.models.kimi_k25", first="0.15.0"),
         Probe("vllm.v1.spec_decode.eagle"),
         Probe("vllm.model_executor.models.llama_eagle3"),
+        # the two runners' aux-layer readers (eagle3-config-aux-ids); v2 has one from 0.17.0
+        Probe("vllm.v1.worker.gpu_model_runner", first="0.11.1"),
+        Probe("vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils", first="0.17.0"),
         Probe("vllm.compilation.collective_fusion", last="0.15.1"),
         Probe("vllm.compilation.passes.fusion.allreduce_rms_fusion", first="0.16.0"),
     ],

@@ -55,9 +55,18 @@ class _StubMeta(type):
         return _stub(f"{cls.__qualname__}.{name}")
 
 
+def _any_schema(cls, source, handler):
+    # vLLM <= 0.16 declares pydantic fields typed with openai_harmony classes: a stub
+    # stands for "anything" there, so the model class can still be built at import.
+    from pydantic_core import core_schema
+
+    return core_schema.any_schema()
+
+
 def _stub(qualname: str) -> type:
     module = qualname.rsplit(".", 1)[0]
-    return _StubMeta(qualname.rsplit(".", 1)[-1], (), {"__qualname__": qualname, "__module__": module})
+    return _StubMeta(qualname.rsplit(".", 1)[-1], (), {"__qualname__": qualname, "__module__": module,
+                                                       "__get_pydantic_core_schema__": classmethod(_any_schema)})
 
 
 class _StubModule(types.ModuleType):
@@ -133,6 +142,35 @@ class _VllmCompilationHook(importlib.abc.MetaPathFinder):
         # the normal finders import the module itself
 
 
+# --- numba (vLLM's n-gram proposer) ---------------------------------------------
+# vllm/v1/spec_decode/ngram_proposer.py does ``from numba import jit, njit, ...`` and
+# decorates functions at import time; gpu_model_runner.py imports it unconditionally.
+# numba is not in the CPU locks (it pins its own numpy range). Only when no real numba
+# is importable, the decorators hand the function back unchanged: the n-gram kernels
+# are then plain Python that no probe calls.
+def _numba_shim() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("numba") is not None:
+        return
+    numba = types.ModuleType("numba")
+
+    def jit(*args, **kwargs):
+        if len(args) == 1 and callable(args[0]) and not kwargs:
+            return args[0]
+        return lambda fn: fn
+
+    vars(numba).update(__version__="0.0.0+cpustub", jit=jit, njit=jit, prange=range,
+                       get_num_threads=lambda: 1, set_num_threads=lambda n: None)
+    sys.modules["numba"] = numba
+
+
+# Packages vLLM's GPU model runner imports at module level (structured outputs, harmony
+# chat format, GGUF quantisation) that a CPU lock does not carry on every line: served by
+# the stub finder above, which answers only when no real package of that name exists.
+_VLLM_RUNNER_STUB_ROOTS = frozenset({"llguidance", "openai_harmony", "gguf", "diskcache", "xgrammar", "mistral_common"})
+
+
 if "torchvision" in SHIMS:
     _torchvision_shim()
 if "torch_cpu_amx" in SHIMS:
@@ -142,7 +180,9 @@ if "torch_cpu_amx" in SHIMS:
 
     if not hasattr(torch._C._cpu, "_is_amx_tile_supported"):
         torch._C._cpu._is_amx_tile_supported = lambda: False
-if SHIMS & {"sgl_kernel", "vllm"}:
-    sys.meta_path.append(_StubFinder(SHIMS & {"sgl_kernel", "vllm"}))
+if SHIMS & ({"sgl_kernel", "vllm"} | _VLLM_RUNNER_STUB_ROOTS):
+    sys.meta_path.append(_StubFinder(SHIMS & ({"sgl_kernel", "vllm"} | _VLLM_RUNNER_STUB_ROOTS)))
+if "numba" in SHIMS:
+    _numba_shim()
 if "torch_ops_C" in SHIMS:
     sys.meta_path.insert(0, _VllmCompilationHook())

@@ -1,0 +1,119 @@
+"""Probes for vllm/eagle3-config-aux-ids. Each check(module) raises AssertionError.
+
+The drafter config is loaded the way the engine loads it: a config.json written the way SpecForge
+writes it (LlamaForCausalLMEagle3, the ids only under eagle_config) in a temp dir, read by the
+release's own vllm.transformers_utils.config.get_config and wrapped in the release's own EAGLEConfig
+(what SpeculativeConfig does for method "eagle3"). Then the release's own reader of each runner is
+called: GPUModelRunner._get_eagle3_aux_layers_from_config (v1) on a stand-in runner holding the
+speculative config, and eagle3_utils.get_eagle3_aux_layers_from_config / set_eagle3_aux_hidden_state_layers
+(v2) on the speculative config and a stand-in target model. Both must answer the drafter's ids.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+# Not the default (2, 30, 58) of a 61-layer Kimi-K2 target: a reader that falls back is caught.
+DRAFTER_IDS = (1, 29, 57)
+TOP_LEVEL_IDS = (3, 31, 59)
+
+_SPECFORGE_CONFIG = {
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 1,
+    "vocab_size": 256,
+    "draft_vocab_size": 32,
+    "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-05,
+    "torch_dtype": "bfloat16",
+    "target_hidden_size": 64,
+    "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(DRAFTER_IDS), "use_aux_hidden_state": True},
+}
+
+
+def _drafter_hf_config(**top_level):
+    """The drafter's hf_config as SpeculativeConfig leaves it: get_config, then EAGLEConfig."""
+    from vllm.transformers_utils.config import get_config
+    from vllm.transformers_utils.configs.eagle import EAGLEConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "config.json").write_text(json.dumps({**_SPECFORGE_CONFIG, **top_level}))
+        hf_config = get_config(tmp, trust_remote_code=False)
+    return EAGLEConfig(hf_config, method="eagle3", model_type="eagle")
+
+
+def _spec_config(hf_config):
+    return SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=hf_config), method="eagle3")
+
+
+def _specforge_spec_config():
+    hf_config = _drafter_hf_config()
+    # The layout the family is about: the loader must not have lifted the ids to the top level.
+    assert getattr(hf_config, "eagle_config", None) == _SPECFORGE_CONFIG["eagle_config"], (
+        f"the loaded drafter config lost eagle_config: {getattr(hf_config, 'eagle_config', None)!r}")
+    assert not getattr(hf_config, "eagle_aux_hidden_state_layer_ids", None), (
+        "the loader put eagle_aux_hidden_state_layer_ids at the top level; this probe needs them only in "
+        "eagle_config")
+    return _spec_config(hf_config)
+
+
+def _check_reader(read, runner: str) -> None:
+    got = read(_specforge_spec_config())
+    assert got == DRAFTER_IDS, (
+        f"{runner} runner reads aux layer ids {got!r} from a SpecForge drafter whose ids are only in "
+        f"eagle_config; wanted {DRAFTER_IDS} (the target would capture its default layers)")
+    # Upstream's order: the top-level key wins over eagle_config.
+    both = read(_spec_config(_drafter_hf_config(eagle_aux_hidden_state_layer_ids=list(TOP_LEVEL_IDS))))
+    assert both == TOP_LEVEL_IDS, f"{runner} runner: top-level ids must win over eagle_config, got {both!r}"
+    # No ids anywhere: None, so the runner keeps the model's default layers.
+    bare = {k: v for k, v in _SPECFORGE_CONFIG.items() if k != "eagle_config"}
+    none = read(_spec_config(_bare_hf_config(bare)))
+    assert none is None, f"{runner} runner invents aux layer ids for a drafter stating none: {none!r}"
+
+
+def _bare_hf_config(config: dict):
+    from vllm.transformers_utils.config import get_config
+    from vllm.transformers_utils.configs.eagle import EAGLEConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "config.json").write_text(json.dumps(config))
+        hf_config = get_config(tmp, trust_remote_code=False)
+    return EAGLEConfig(hf_config, method="eagle3", model_type="eagle")
+
+
+def v1_runner_reads_eagle_config_ids(module) -> None:
+    reader = module.GPUModelRunner._get_eagle3_aux_layers_from_config
+    _check_reader(lambda spec: reader(SimpleNamespace(speculative_config=spec)), "v1")
+
+
+def _target(interfaces_protocol):
+    """A stand-in EAGLE-3 target, a nominal SupportsEagle3 (the check the runner makes first):
+    it records the layers the runner tells it to capture."""
+
+    class Target(interfaces_protocol):
+        layers = None
+
+        def set_aux_hidden_state_layers(self, layers) -> None:
+            self.layers = tuple(layers)
+
+        def get_eagle3_aux_hidden_state_layers(self):
+            return (2, 30, 58)
+
+        get_eagle3_default_aux_hidden_state_layers = get_eagle3_aux_hidden_state_layers
+
+    return Target()
+
+
+def v2_runner_reads_eagle_config_ids(module) -> None:
+    _check_reader(module.get_eagle3_aux_layers_from_config, "v2")
+    target = _target(module.SupportsEagle3)
+    module.set_eagle3_aux_hidden_state_layers(target, _specforge_spec_config())
+    assert target.layers == DRAFTER_IDS, (
+        f"v2 runner set the target's aux layers to {target.layers!r}; wanted the drafter's {DRAFTER_IDS}")
