@@ -168,7 +168,10 @@ def test_python_of_a_second_environment(tmp_path: Path) -> None:
     assert "  ok       setup.mla-aux-capture: vllm/mla-aux-capture: upstream (fixed upstream since 0.18.0" in out
     # The SM120 fusion family is pending there: verify would say so, but it does not change the drafter.
     assert "  hint     setup.sm120-allreduce-fusion: vllm/sm120-allreduce-fusion is pending on vllm 0.18.0" in out
-    assert code == 0
+    # eagle31-switches (W3: norm_before_fc dropped by the 0.18.x config conversion) is pending too, and
+    # that one is about the drafter: a problem until applied.
+    assert "setup.eagle31-switches: vllm/eagle31-switches is pending on vllm 0.18.0" in out
+    assert code == 1
 
 
 def test_site_without_the_engine_is_an_error_not_none_installed(tmp_path: Path) -> None:
