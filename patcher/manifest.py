@@ -96,6 +96,21 @@ class Probe:
     preload: tuple[str, ...] = ()  # imported first, as the engine does before this module
 
 
+DRAFTER_FACT_STATES = ("honoured", "dropped", "raises-at-load", "unused", "refused")
+
+
+@dataclass(frozen=True)
+class DrafterFact:
+    """What the releases in `versions` do with one drafter config key, read from the wheels: the
+    one place `patcher drafter check` learns it (no second table of engine facts)."""
+    key: str  # the drafter's config key, e.g. "norm_output"
+    path: str  # "speculators" (the engine converts the config) or "config" (read as written)
+    drafter: str  # the drafter class the engine builds, e.g. "Eagle3LlamaForCausalLM"
+    versions: SpecifierSet
+    published: str  # one of DRAFTER_FACT_STATES but "refused"
+    patched: str  # with this family applied; "refused" = refused at config load
+
+
 @dataclass(frozen=True)
 class Family:
     engine: str
@@ -115,6 +130,7 @@ class Family:
     mutation_sample: tuple[str, ...] = ()
     newest: Version | None = None  # newest release in releases.txt: beyond it, content decides
     oldest: Version | None = None  # oldest release in releases.txt: below it, only refusals by content
+    drafter_facts: tuple[DrafterFact, ...] = ()
 
     @property
     def id(self) -> str:
@@ -274,10 +290,24 @@ def load(folder: Path) -> Family:
         probes.append(Probe(f.get("id", str), f.get("module", str), f.get("check", str), when,
                             f.strings("preload", ())))
         f.done()
+    facts = []
+    for i, t in enumerate(top.get("drafter_fact", list, [])):
+        f = _Fields(f"{where} drafter_fact[{i}]", t)
+        fact = DrafterFact(f.get("key", str), f.get("path", str), f.get("drafter", str), f.spec("versions"),
+                           f.get("published", str), f.get("patched", str))
+        for field in ("published", "patched"):
+            value = getattr(fact, field)
+            if value not in DRAFTER_FACT_STATES or (field == "published" and value == "refused"):
+                raise ManifestError(f"{f.where}: field '{field}' = {value!r}", wanted=f"one of {DRAFTER_FACT_STATES}")
+        if fact.path not in ("speculators", "config"):
+            raise ManifestError(f"{f.where}: field 'path' = {fact.path!r}", wanted="'speculators' or 'config'")
+        facts.append(fact)
+        f.done()
+    oldest, newest = _covered(folder.parent)
     family = Family(engine, name, folder, top.get("title", str), top.get("why", str),
                     top.strings("refs", []), top.get("default", bool, True), tuple(variants),
                     tuple(upstream), tuple(refused), tuple(requires), tuple(probes),
-                    top.strings("mutation_sample", ()), *reversed(_covered(folder.parent)))
+                    top.strings("mutation_sample", ()), newest=newest, oldest=oldest, drafter_facts=tuple(facts))
     top.done()
     stray = [s for s in family.mutation_sample if s not in ids]
     if stray:

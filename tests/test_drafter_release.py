@@ -176,8 +176,10 @@ def test_python_of_a_second_environment(tmp_path: Path) -> None:
     assert "  ok       setup.mla-aux-capture: vllm/mla-aux-capture: upstream (fixed upstream since 0.18.0" in out
     # The SM120 fusion family is pending there: verify would say so, but it does not change the drafter.
     assert "  hint     setup.sm120-allreduce-fusion: vllm/sm120-allreduce-fusion is pending on vllm 0.18.0" in out
-    # Reading ids from eagle_config does not concern a drafter that states none: a hint, as the fusion.
+    # Reading ids from eagle_config and the EAGLE 3.1 switches do not concern a drafter that states
+    # no ids and turns no switch on: hints, as the fusion.
     assert "  hint     setup.eagle3-config-aux-ids: vllm/eagle3-config-aux-ids is pending on vllm 0.18.0" in out
+    assert "  hint     setup.eagle31-switches: vllm/eagle31-switches is pending on vllm 0.18.0" in out
     assert code == 0
 
 

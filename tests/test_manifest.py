@@ -15,6 +15,7 @@ why = "w"
 id = "v1"
 versions = ">=1.0,<2.0"
 """
+FACT = '[[drafter_fact]]\nkey = "k"\npath = "config"\ndrafter = "D"\nversions = ">=1.0"\npublished = "dropped"\npatched = "refused"\n'
 DIFF = "--- a/eng/m.py\n+++ b/eng/m.py\n@@ -1 +1 @@\n-a\n+b\n"
 
 
@@ -46,11 +47,20 @@ def test_good_manifest_loads(tmp_path):
     (GOOD + '[[probe]]\nid = "p"\nmodule = "m"\ncheck = "c"\nwhen = ["v9"]\n',
      "eng/fam/patch.toml probe[0]: field 'when' names 'v9'"),
     ("title = [", "eng/fam/patch.toml: "),
+    (GOOD + FACT.replace('"dropped"', '"lost"'), "eng/fam/patch.toml drafter_fact[0]: field 'published' = 'lost'"),
+    (GOOD + FACT.replace('"dropped"', '"refused"'), "eng/fam/patch.toml drafter_fact[0]: field 'published' = 'refused'"),
+    (GOOD + FACT.replace('"config"', '"hub"'), "eng/fam/patch.toml drafter_fact[0]: field 'path' = 'hub'"),
 ])
 def test_bad_manifest_quotes_the_field(tmp_path, toml, message):
     with pytest.raises(ManifestError) as exc:
         manifest.load(family(tmp_path, toml))
     assert exc.value.what.startswith(message)
+
+
+def test_drafter_facts_load_in_order(tmp_path):
+    (fact,) = manifest.load(family(tmp_path, GOOD + FACT)).drafter_facts
+    assert (fact.key, fact.path, fact.drafter, str(fact.versions), fact.published, fact.patched) == (
+        "k", "config", "D", ">=1.0", "dropped", "refused")
 
 
 def test_diff_outside_the_engine_is_rejected(tmp_path):

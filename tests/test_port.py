@@ -1,5 +1,5 @@
 """`patcher port`: merge rules on small texts, the installer's import isolation, and ports proven
-on real published releases (vLLM 0.27.0 from D4 alone; a release newer than releases.txt)."""
+on real published releases (vLLM 0.27.0 from D8 alone; a release newer than releases.txt)."""
 
 from __future__ import annotations
 
@@ -65,16 +65,16 @@ def test_new_variant_is_declared_for_the_release_and_its_probes(tmp_path):
     from patcher.maintainer import manifest_edit
 
     folder = manifest.PATCHES / "vllm" / "sm120-allreduce-fusion"
-    text = manifest_edit.add_variant((folder / "patch.toml").read_text(), "D4", "D6", "0.27.0",
+    text = manifest_edit.add_variant((folder / "patch.toml").read_text(), "D8", "D10", "0.27.0",
                                      ["0.26.0", "0.27.0", "0.28.0"])
     (tmp_path / "vllm" / "f").mkdir(parents=True)
     (tmp_path / "vllm" / "f" / "patch.toml").write_text(text)
-    for name in ("D1", "D2", "D3", "D4", "D5", "D6"):
-        (tmp_path / "vllm" / "f" / f"{name}.diff").write_text((folder / "D4.diff").read_text())
-    fam = manifest.load(tmp_path / "vllm" / "f")  # no overlap: D5 gave 0.27.0 up
+    for name in ("D1", "D2", "D6", "D7", "D8", "D9", "D10"):
+        (tmp_path / "vllm" / "f" / f"{name}.diff").write_text((folder / "D8.diff").read_text())
+    fam = manifest.load(tmp_path / "vllm" / "f")  # no overlap: D9 gave 0.27.0 up
     from packaging.version import Version
-    assert fam.classify(Version("0.27.0")).id == "D6" and fam.classify(Version("0.28.0")).id == "D5"
-    assert any("D6" in p.when for p in fam.probes)
+    assert fam.classify(Version("0.27.0")).id == "D10" and fam.classify(Version("0.28.0")).id == "D9"
+    assert any("D10" in p.when for p in fam.probes)
     assert "flashinfer-python" in text and '">=0.6.17"' in text  # [[requires]] ranges are not ours to carve
 
 
@@ -115,21 +115,21 @@ def _sizes(text: str) -> dict:
 @pytest.mark.full
 @pytest.mark.wheels
 @pytest.mark.cpuenv
-def test_port_vllm_0_27_0_from_d4_alone_gives_sm120_d5s_sizes(tmp_path):
+def test_port_vllm_0_27_0_from_d8_alone_gives_sm120_d9s_sizes(tmp_path):
     from patcher.maintainer import wheels
 
     out, err = io.StringIO(), io.StringIO()
     code = main(["port", "--engine", "vllm", "--to", "0.27.0", "--family", "sm120-allreduce-fusion",
-                 "--from", "D4", "--out", str(tmp_path)], out=out, err=err)
+                 "--from", "D8", "--out", str(tmp_path)], out=out, err=err)
     assert code == 0, out.getvalue() + err.getvalue()
-    assert "proof: probe sm120-fusion-size-table-moved passed" in out.getvalue()
-    diff = (tmp_path / "sm120-allreduce-fusion" / "D6.diff").read_text()
-    (fp,) = hunks.parse(diff, "D6.diff")
+    assert "proof: probe sm120-size-for-the-fusion-pass-only passed" in out.getvalue()
+    diff = (tmp_path / "sm120-allreduce-fusion" / "D10.diff").read_text()
+    fp = next(f for f in hunks.parse(diff, "D10.diff") if f.path.endswith("allreduce_rms_fusion.py"))
     tree = wheels.tree("vllm", "0.27.0")
     ported = hunks.join(hunks.apply(hunks.split((tree / fp.path).read_text()), fp.hunks))
     fam = manifest.load(manifest.PATCHES / "vllm" / "sm120-allreduce-fusion")
-    (d5,) = fam.patches["D5"]
-    shipped = hunks.join(hunks.apply(hunks.split((tree / fp.path).read_text()), d5.hunks))
+    d9 = next(f for f in fam.patches["D9"] if f.path == fp.path)
+    shipped = hunks.join(hunks.apply(hunks.split((tree / fp.path).read_text()), d9.hunks))
     assert _sizes(ported) == _sizes(shipped) and len(_sizes(ported)) == 2
     assert "107: {" in ported  # upstream's entry kept, ours after it
     assert "0.27.0" in (tmp_path / "releases.txt").read_text()
@@ -231,7 +231,7 @@ def test_a_variant_whose_pre_image_matches_a_newer_release_grows_its_range():
     from patcher.maintainer import manifest_edit
 
     text = (manifest.PATCHES / "vllm" / "sm120-allreduce-fusion" / "patch.toml").read_text()
-    grown = manifest_edit.extend_variant(text, "D5", "0.34.0")
+    grown = manifest_edit.extend_variant(text, "D9", "0.34.0")
     assert 'versions = ">=0.27.0,<=0.34.0"' in grown and grown.count("<=0.34.0") == 1
 
 
@@ -247,7 +247,7 @@ def test_port_flags_what_it_cannot_carry_with_the_upstream_change(tmp_path):
 @pytest.mark.parametrize("argv,what", [
     (["--engine", "vllm"], "port needs one release"),
     (["--engine", "vllm", "--to", "0.27.0", "--family", "nope"], "no vllm family 'nope'"),
-    (["--engine", "vllm", "--to", "0.27.0", "--from", "D4"], "--from names one variant of one family"),
+    (["--engine", "vllm", "--to", "0.27.0", "--from", "D8"], "--from names one variant of one family"),
     (["--engine", "vllm", "--to", "0.27.0", "--family", "sm120-allreduce-fusion", "--from", "X9"],
      "has no variant 'X9'"),
 ])

@@ -19,12 +19,17 @@ MLA_DRAFTERS = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
 
 
 def _about(family: str, drafter: DrafterConfig | None) -> bool:
-    """Whether the family changes how this drafter runs: the vLLM family that reads ids from
-    eagle_config matters only to a drafter that states its ids there alone (aux.capture says how)."""
+    """Whether the family changes how this drafter runs: reading ids from eagle_config matters only
+    to a drafter that states its ids there alone (aux.capture says how), the EAGLE 3.1 switches
+    only to a drafter that turns one on (eagle31.* says how)."""
     if family in NOT_ABOUT_THE_DRAFTER:
         return False
-    if family == facts.CONFIG_AUX_IDS_FAMILY and drafter is not None:
+    if drafter is None:
+        return True
+    if family == facts.CONFIG_AUX_IDS_FAMILY:
         return drafter.eagle_aux_ids is not None and drafter.top_aux_ids is None
+    if family == facts.EAGLE31_FAMILY:  # a drafter that turns no switch on runs as published
+        return bool(drafter.switches)
     return True
 
 
