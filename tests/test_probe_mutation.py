@@ -2,7 +2,7 @@
 
 The full score (every hunk of every probed variant) is the benchmark; this keeps the hunks
 that once went undetected (issue 13) from going undetected again, all on one release so one
-engine swap serves the whole sample.
+engine swap serves each engine's part of the sample.
 """
 
 from __future__ import annotations
@@ -17,18 +17,20 @@ from patcher import hunks, manifest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import probe_mutation  # noqa: E402
 
-RELEASE = "0.17.1"
-# (family, variant, hunk index across its diffs or None for the pristine run alone)
+RELEASE = {"vllm": "0.17.1", "sglang": "0.5.23"}
+# (engine, family, variant, hunk index across its diffs or None for the pristine run alone)
 SAMPLE = [
-    ("mla-aux-capture", "B12", 1),  # DeepseekV2Model.__init__'s default aux_hidden_state_layers = ()
-    ("mla-aux-capture", "B12", 9),  # eagle.py: K2.5's media token as the drafter's image token
-    ("sm120-allreduce-fusion", "D2", 1),  # the one-shot size table's SM120 entry
-    ("eagle3-target-whitelist", "A6", None),  # one hunk: the probe must fail on the pristine file
+    ("vllm", "mla-aux-capture", "B12", 1),  # DeepseekV2Model.__init__'s default aux_hidden_state_layers = ()
+    ("vllm", "mla-aux-capture", "B12", 9),  # eagle.py: K2.5's media token as the drafter's image token
+    ("vllm", "sm120-allreduce-fusion", "D2", 1),  # the one-shot size table's SM120 entry
+    ("vllm", "eagle3-target-whitelist", "A6", None),  # one hunk: the probe must fail on the pristine file
+    ("sglang", "eagle3-loud-fc-skip", "v3", 0),  # the Llama drafter's check, left out of the 0.5.12+ variant
+    ("sglang", "eagle3-loud-fc-skip", "v3", 1),  # the K2.5 MLA drafter's check (kimi_k25_eagle3.py)
 ]
 
 
-def _family(name: str) -> manifest.Family:
-    (fam,) = [f for f in manifest.load_all(manifest.PATCHES, ("vllm",)) if f.name == name]
+def _family(engine: str, name: str) -> manifest.Family:
+    (fam,) = [f for f in manifest.load_all(manifest.PATCHES, (engine,)) if f.name == name]
     return fam
 
 
@@ -45,18 +47,18 @@ def test_leaving_one_hunk_out_leaves_exactly_the_others(path):
 
 
 @pytest.mark.cpuenv
-@pytest.mark.parametrize("name,variant,hunk", SAMPLE, ids=[f"{f}-{v}-{h}" for f, v, h in SAMPLE])
-def test_sampled_mutant_is_detected(name, variant, hunk):
-    fam = _family(name)
+@pytest.mark.parametrize("engine,name,variant,hunk", SAMPLE, ids=[f"{f}-{v}-{h}" for _, f, v, h in SAMPLE])
+def test_sampled_mutant_is_detected(engine, name, variant, hunk):
+    fam = _family(engine, name)
     (var,) = [v for v in fam.variants if v.id == variant]
-    release = probe_mutation.release_for("vllm", var, RELEASE)
-    assert release == RELEASE, f"{RELEASE} is not in {fam.id} {variant}'s range"
+    release = probe_mutation.release_for(engine, var, RELEASE[engine])
+    assert release == RELEASE[engine], f"{RELEASE[engine]} is not in {fam.id} {variant}'s range"
     rows = probe_mutation.score_variant(fam, var, release, only_hunk=hunk, log=lambda *_: None)
     assert rows, "nothing was scored"
     if hunk is None:
         assert rows[0].hunk == "pristine"
     else:
-        assert [r.hunk for r in rows if r.hunk != "pristine"] == [
-            probe_mutation.hunk_labels((fam.folder / var.diffs[0]).read_text(), var.diffs[0])[hunk]]
+        labels = [label for d in var.diffs for label in probe_mutation.hunk_labels((fam.folder / d).read_text(), d)]
+        assert [r.hunk for r in rows if r.hunk != "pristine"] == [labels[hunk]]
     missed = [f"{r.hunk}: {r.outcome}: {r.detail}" for r in rows if not r.ok]
     assert not missed, "\n".join(missed)
