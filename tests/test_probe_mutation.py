@@ -17,7 +17,7 @@ from patcher import hunks, manifest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import probe_mutation  # noqa: E402
 
-RELEASE = {"vllm": "0.17.1", "sglang": "0.5.23"}
+RELEASE = {"vllm": "0.17.1", "sglang": "0.5.12.post1"}
 # (engine, family, variant, hunk index across its diffs or None for the pristine run alone)
 SAMPLE = [
     ("vllm", "mla-aux-capture", "B12", 1),  # DeepseekV2Model.__init__'s default aux_hidden_state_layers = ()
@@ -26,6 +26,8 @@ SAMPLE = [
     ("vllm", "eagle3-target-whitelist", "A6", None),  # one hunk: the probe must fail on the pristine file
     ("sglang", "eagle3-loud-fc-skip", "v3", 0),  # the Llama drafter's check, left out of the 0.5.12+ variant
     ("sglang", "eagle3-loud-fc-skip", "v3", 1),  # the K2.5 MLA drafter's check (kimi_k25_eagle3.py)
+    ("sglang", "eagle3-drafter-guards", "g2", 0),  # Llama drafter: norm_before_fc unread, reduced vocab without d2t
+    ("sglang", "eagle3-drafter-guards", "g2", 1),  # MLA drafter: fc_norm/norm_output/norm_before_fc, d2t
 ]
 
 
