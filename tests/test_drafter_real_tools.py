@@ -400,3 +400,15 @@ def test_fix_of_a_speculators_default_drafter_on_patched_releases(tmp_path: Path
     if code:
         assert [p["code"] for p in doc["problems"]] == ["eagle31.norm_before_fc"]
         assert "refused loudly" in doc["problems"][0]["message"]
+
+
+@pytest.mark.parametrize(("version", "switch"), [("0.18.0", "norm_before_fc"), ("0.22.0", "norm_output")])
+def test_a_switch_our_family_carries_says_apply_not_upgrade(tmp_path: Path, version: str, switch: str) -> None:
+    """vllm/eagle31-switches backports upstream's propagation there (its [[drafter_fact]] entries):
+    the check says the release drops it as published and honours it once applied, and the hint is
+    the apply, not an upgrade."""
+    _, f = check(rd.speculators_kimi(tmp_path), rd.kimi_target(tmp_path), "vllm", version)
+    finding = f[f"eagle31.{switch}"]
+    assert finding["level"] == "problem" and ": dropped in silence" in finding["message"]
+    assert "after 'patcher apply --engine vllm' it is honoured" in finding["message"]
+    assert finding["hint"] == "run 'patcher apply --engine vllm'"

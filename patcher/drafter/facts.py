@@ -32,7 +32,10 @@ K25_CAPTURE_FAMILY = "k25-aux-capture"  # sglang: the Kimi-K2.5 wrapper forwards
 # Families whose manifests other branches add; keyed by id only, so "after patcher apply" answers
 # follow from their states the moment their manifests are merged (absent: no family, nothing changes).
 CONFIG_AUX_IDS_FAMILY = "eagle3-config-aux-ids"  # vllm: both runners read eagle_config ids as 0.22.0's v1 does
-EAGLE31_FAMILY = "eagle31-switches"  # vllm, sglang: a release refuses at load the EAGLE 3.1 switches it ignores
+# A release refuses at load the EAGLE 3.1 switches it ignores (vLLM's also carries some, as later
+# upstream releases do: its manifest's [[drafter_fact]] entries say which, per release and class).
+EAGLE31_FAMILY = "eagle31-switches"  # vllm
+SGLANG_GUARDS_FAMILY = "eagle3-drafter-guards"  # sglang: switches and a missing d2t refused at load
 
 # The first release whose model registry resolves each architecture (vLLM renames a drafter's
 # "X" to "Eagle3X" unless it starts with Eagle3: transformers_utils/configs/eagle.py; from 0.10.1
@@ -339,11 +342,15 @@ def switch_outcome(release: Release, switch: str, drafter_class: str, speculator
     """(honoured / refused / dropped, why) for a switch the drafter turns on; None: release unknown."""
     if release.version is None:
         return None
+    from_manifest = _switch_fact(release, switch, drafter_class, speculators_format)
+    if from_manifest is not None:
+        return from_manifest
     since = switch_read_since(release.name, switch, drafter_class, speculators_format)
     if since is not None and release.version >= since:
         return HONOURED, f"read since {release.name} {since}"
-    if _fixed(release, EAGLE31_FAMILY):
-        return REFUSED, f"{release.name}/{EAGLE31_FAMILY} refuses it at load"
+    guard = EAGLE31_FAMILY if release.name == "vllm" else SGLANG_GUARDS_FAMILY
+    if _fixed(release, guard):
+        return REFUSED, f"{release.name}/{guard} refuses it at load"
     prefix = SWITCH_WEIGHTS.get(switch)
     if has_weights and prefix is not None:
         if release.name == "vllm":
@@ -354,6 +361,29 @@ def switch_outcome(release: Release, switch: str, drafter_class: str, speculator
             return REFUSED, f"our {KEYS_FAMILY} raises on {prefix}* at load"
         return DROPPED, f"the loader skips {prefix}* without a message"
     return DROPPED, "nothing reads it, and no weight trips the loader"
+
+
+_FACT_OUTCOME = {"honoured": HONOURED, "refused": REFUSED, "raises-at-load": REFUSED,
+                 "dropped": DROPPED, "unused": DROPPED}
+
+
+def _switch_fact(release: Release, switch: str, drafter_class: str, speculators_format: bool):
+    """What the family's [[drafter_fact]] entries (read from the wheels) say the release does with
+    the switch, as published or with the family applied; None where they say nothing."""
+    fam = release.family(EAGLE31_FAMILY) if release.name == "vllm" else None
+    if fam is None or release.version is None:
+        return None
+    cls = "Deepseek" if drafter_class == "mla" else "Llama"
+    path = "speculators" if speculators_format else "config"
+    for fact in fam.family.drafter_facts:
+        if (fact.key, fact.path) == (switch, path) and cls in fact.drafter and contains(fact.versions, release.version):
+            fixed = fam.state in ("applied", "upstream")
+            state = fact.patched if fixed else fact.published
+            how = {"honoured": "read", "refused": "refused at config load", "raises-at-load": "stops the load on it",
+                   "dropped": "dropped in silence", "unused": "loaded but never applied"}[state]
+            where = f"with {release.name}/{EAGLE31_FAMILY} {fam.state}" if fixed else "as published"
+            return _FACT_OUTCOME[state], f"{release.label()} {how} ({where})"
+    return None
 
 
 # --- RoPE: which config layout the release's own transformers reads -------------------------------

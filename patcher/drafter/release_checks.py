@@ -28,7 +28,7 @@ def _about(family: str, drafter: DrafterConfig | None) -> bool:
         return True
     if family == facts.CONFIG_AUX_IDS_FAMILY:
         return drafter.eagle_aux_ids is not None and drafter.top_aux_ids is None
-    if family == facts.EAGLE31_FAMILY:  # a drafter that turns no switch on runs as published
+    if family == facts.EAGLE31_FAMILY:  # vLLM's: a drafter that turns no switch on runs as published
         return bool(drafter.switches)
     return True
 
@@ -271,12 +271,15 @@ def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release |
         since = facts.switch_read_since(release.name, switch, drafter_class, speculators)
         todo = (f"use {release.name} {since} or newer" if since is not None
                 else f"no {release.name} release runs {switch} for this drafter")
+        if later is not None and later[0] == facts.HONOURED:  # our family carries it, as upstream later does
+            todo = f"run '{release.apply_command()}'"
         if outcome == facts.REFUSED:
             message = f"{what}: refused loudly, the server stops at load ({why})"
         else:
             message = f"{what}: dropped in silence ({why}); the drafter runs without it, unlike training"
-            if later is not None and later[0] == facts.REFUSED:
-                message += f"; after '{release.apply_command()}' it is refused at load ({later[1]})"
+        if later is not None and later[0] != outcome:
+            after = "it is honoured" if later[0] == facts.HONOURED else "it is refused at load"
+            message += f"; after '{release.apply_command()}' {after} ({later[1]})"
         out.append(problem(f"eagle31.{switch}", message, wanted=f"a release that runs {switch}",
                            found=release.label(), hint=todo))
     return out
