@@ -745,3 +745,18 @@ def test_readme_names_the_module_a_bare_engine_probe_misses(tmp_path, engine, ve
     module = "numpy" if engine == "sglang" else "torch"
     assert code == 0 and statuses == {("not importable", f"missing module {module}")}
     assert " ".join(readme.split()) in " ".join((ROOT / "README.md").read_text().split())
+
+
+def test_vllm_turn_on_line_names_one_option_spelling_and_real_sizes():
+    """Each vLLM SM120 variant's 'turn on' text is the one pass_config spelling its releases read
+    (enable_fi_allreduce_fusion on 0.11.x, fuse_allreduce_rms after) with the sizes the diff sets,
+    never both spellings nor a bare 'MB' placeholder."""
+    from patcher import manifest
+
+    (fam,) = [f for f in manifest.load_all(manifest.PATCHES, ("vllm",)) if f.name == "sm120-allreduce-fusion"]
+    for v in fam.variants:
+        spellings = [s for s in ('"enable_fi_allreduce_fusion"', '"fuse_allreduce_rms"') if s in v.enable]
+        assert len(spellings) == 1, (v.id, v.enable)
+        assert ": MB" not in v.enable and "0.5 MB at TP8" in v.enable, (v.id, v.enable)
+        old = manifest.contains(v.versions, manifest.Version("0.11.2"))
+        assert spellings[0] == ('"enable_fi_allreduce_fusion"' if old else '"fuse_allreduce_rms"'), v.id
