@@ -93,11 +93,11 @@ def shims_for(engine: str, version: str) -> frozenset[str]:
             shims.add("torch_cpu_amx")
         return frozenset(shims)
     if engine == "vllm":
-        # numba, llguidance, openai_harmony, gguf, diskcache, xgrammar, mistral_common: what
-        # vllm.v1.worker.gpu_model_runner imports beyond the locks (eagle3-config-aux-ids
+        # numba, llguidance, openai_harmony, gguf, diskcache, xgrammar, mistral_common, fastapi:
+        # what vllm.v1.worker.gpu_model_runner imports beyond the locks (eagle3-config-aux-ids
         # probes its aux-layer reader)
         return frozenset({"torch_ops_C", "numba", "llguidance", "openai_harmony", "gguf", "diskcache",
-                          "xgrammar", "mistral_common"})
+                          "xgrammar", "mistral_common", "fastapi"})
     raise ValueError(engine)
 
 
