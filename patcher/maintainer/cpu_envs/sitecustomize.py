@@ -166,7 +166,8 @@ def _numba_shim() -> None:
 
 
 # Packages vLLM's GPU model runner imports at module level (structured outputs, harmony
-# chat format, GGUF quantisation; fastapi on 0.14.x, through its serving utilities) that a CPU lock does not carry on every line: served by
+# chat format, GGUF quantisation; fastapi on 0.14.x, through its serving utilities) that a CPU
+# lock does not carry on every line: served by
 # the stub finder above, which answers only when no real package of that name exists.
 _VLLM_RUNNER_STUB_ROOTS = frozenset({"llguidance", "openai_harmony", "gguf", "diskcache", "xgrammar", "mistral_common",
                                      "fastapi"})

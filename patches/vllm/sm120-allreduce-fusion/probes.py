@@ -85,13 +85,7 @@ def sm120_fusion_size_table(module) -> None:
     )
     one_shot = getattr(module, "_FI_ALLREDUCE_ONE_SHOT_MAX_SIZES_MB", {})
     assert one_shot.get(SM120), "_FI_ALLREDUCE_ONE_SHOT_MAX_SIZES_MB has no entry for capability 120"
-    others = [c for c in tables if c != SM120]
-    for ws in WORLD_SIZES:
-        assert ws in entry, f"SM120 table lacks world size {ws}"
-        floor = min(tables[c][ws] for c in others if ws in tables[c])
-        assert 0 < entry[ws] <= floor, (
-            f"SM120 size for world size {ws} is {entry[ws]} MB, above the smallest measured entry ({floor} MB)"
-        )
+    _floor_check("FI_ALLREDUCE_FUSION_MAX_SIZE_MB", tables, entry)
 
     from vllm.config.compilation import PassConfig
 
