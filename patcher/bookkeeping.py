@@ -3,7 +3,7 @@
 Anyone who can write site-packages can write these files, and a crash or a bad disk can
 damage them, so each is parsed against the schema ``write.py`` writes and every path in
 it is confined to the engine's RECORD (``Install.path``) before anything acts on it.
-What happens when one is wrong (README, "Our bookkeeping"):
+What happens when one is wrong (docs/reference.md, "Our bookkeeping"):
 
 * state file (``<engine>.json``) malformed: error, exit 2, nothing written. It only tells
   "lost" from "pending"; deleting it loses nothing the files cannot tell.

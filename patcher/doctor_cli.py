@@ -1,7 +1,7 @@
 """``patcher doctor [--python P | --site D] [--json] [--probes] -- <server command>``: prints.
 
 Exit codes: 0 go; 1 no-go (every reason listed, last); 2 usage or environment error. The
-``--json`` object (``patcher.doctor/1``) is documented in the README's "patcher doctor" section.
+``--json`` object (``patcher.doctor/1``) is documented in docs/reference.md, section "patcher doctor".
 """
 
 from __future__ import annotations

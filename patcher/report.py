@@ -1,4 +1,4 @@
-"""Reports as text for people and JSON for machines (schema in the README)."""
+"""Reports as text for people and JSON for machines (schemas in docs/reference.md)."""
 
 from __future__ import annotations
 
