@@ -209,6 +209,16 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return code
 
 
+def run_drafter(args: argparse.Namespace, out: TextIO, err: TextIO, detect) -> int:
+    """``patcher drafter check|fix`` with ``detect`` locating the engine (tests pass a stand-in)."""
+    from .drafter import cli as drafter_cli
+
+    try:
+        return drafter_cli.run(args, out=out, err=err, detect=detect)
+    except PatcherError as exc:
+        return _error(exc, err, False, out if args.json else None, f"drafter {args.drafter_command}")
+
+
 def _help_hint(parser: argparse.ArgumentParser, argv: list[str]) -> str:
     """'patcher verify --help' (or 'patcher drafter check --help') for the command given."""
     words, level = [], parser
@@ -265,9 +275,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         from . import doctor_cli
         return doctor_cli.run(args, command, out=out, err=err)
     if args.command == "drafter":
-        from .detect import drafter_detect
-        from .drafter import cli as drafter_cli
-        return drafter_cli.run(args, out=out, err=err, detect=drafter_detect)
+        from .drafter.locate import drafter_detect
+        return run_drafter(args, out, err, drafter_detect)
     if args.command == "port":  # maintainer tooling: the merge library and the fetcher load only here
         try:
             from .maintainer import port_cli

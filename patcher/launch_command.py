@@ -72,7 +72,12 @@ class LaunchCommand:
         return any(a in names or a.split("=", 1)[0] in names for a in self.argv if a.startswith("-"))
 
     def values(self, *spellings: str) -> list[str]:
-        return _values(list(self.argv), _expand(self.engine, spellings))
+        return option_values(list(self.argv), self.engine, *spellings)
+
+
+def option_values(argv: list[str], engine: str, *spellings: str) -> list[str]:
+    """The values given to an option, as ``engine``'s parser reads its spellings, in order."""
+    return _values(argv, _expand(engine, spellings))
 
 
 def _expand(engine: str, spellings: tuple[str, ...]) -> tuple[str, ...]:

@@ -30,6 +30,12 @@ class State(str, Enum):
     CONFLICT = "conflict"
     UNKNOWN = "unknown release"
 
+    def __str__(self) -> str:  # the word a person reads, in messages as in JSON
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
 
 OK_STATES = (State.APPLIED, State.UPSTREAM)
 
@@ -237,8 +243,29 @@ def _covers(entry: Upstream) -> str:
 
 def _refused(family: Family, entry: Refused, install: Install) -> Status:
     # Never "--skip" as the way out: skipping hides the problem, the server still fails.
-    return Status(family, State.REFUSED, f"{entry.reason}; use {entry.use} or newer",
+    return Status(family, State.REFUSED, _refusal(entry),
                   hint=f"install {install.engine} {entry.use} or newer (VERSIONS.md: what each release gets)")
+
+
+def _refusal(entry: Refused) -> str:
+    return f"{entry.reason}; use {entry.use} or newer"
+
+
+def declared(family: Family, version: Version) -> Status:
+    """The state of a family on a release nobody has read the files of (``drafter check
+    --engine-version``): what its manifest declares for the published files. No evidence is
+    checked and nothing is ever applied, so it is pending, upstream, refused or unknown."""
+    entry = family.classify(version)
+    if isinstance(entry, Variant):
+        return Status(family, State.PENDING, f"the published files need variant {entry.id}", entry.id,
+                      hint=f"patcher apply --engine {family.engine}")
+    if isinstance(entry, Upstream):
+        return Status(family, State.UPSTREAM, f"fixed upstream since {entry.since} ({entry.ref})",
+                      upstream_id=entry.id)
+    if isinstance(entry, Refused):
+        return Status(family, State.REFUSED, _refusal(entry))
+    return Status(family, State.UNKNOWN, f"no entry covers {version}; only the files can tell",
+                  hint="install it and run the check there (--python / --site), or use a release from VERSIONS.md")
 
 
 def _older(family: Family, files: Files, install: Install) -> Status | None:
