@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
-from . import __version__, actions, catalogue, manifest, selection
+from . import __version__, actions, catalogue, engine_specs, manifest, selection
 from .errors import NotInstalled, PatcherError
 from .report import SCHEMA, as_dict, as_text, summary
 
@@ -83,7 +83,7 @@ def _seconds(text: str) -> float:
 def _selection_flags(p: argparse.ArgumentParser, what: str) -> None:
     scope = ("installed or not: the catalogue lists what we ship" if what == "list" else
              "with 'all', engines that are not installed are left out")
-    p.add_argument("--engine", choices=("vllm", "sglang", "all"), default="all",
+    p.add_argument("--engine", choices=(*engine_specs.NAMES, "all"), default="all",
                    help=f"which engine's families to {what}: vllm, sglang or all (default: all; {scope})")
     p.add_argument("--only", action="append", default=[], metavar="ID",
                    help="only this family: 'sglang/<id>' or '<id>' for every engine that has it "
@@ -137,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
 
     doctor_cli.add_parser(sub)
     port = sub.add_parser("port", help="maintainers: carry the patch set to a release no variant covers, proven")
-    port.add_argument("--engine", choices=("vllm", "sglang"), required=True, help="whose patch set (required)")
+    port.add_argument("--engine", choices=engine_specs.NAMES, required=True, help="whose patch set (required)")
     port.add_argument("--to", metavar="VERSION", help="the release to carry the patch set to")
     port.add_argument("--newer", action="store_true", help="every release on the index that releases.txt lacks")
     port.add_argument("--family", action="append", default=[], metavar="ID", help="only this family (repeatable)")

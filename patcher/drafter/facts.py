@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .. import launch_facts
+from .. import engine_specs, launch_facts
 from ..manifest import contains
 from ..plan import OK_STATES, State
 from .key_names import LAYERS0, MIDLAYER
@@ -39,16 +39,9 @@ CONFIG_AUX_IDS_FAMILY = "eagle3-config-aux-ids"  # vllm: both runners read eagle
 EAGLE31_FAMILY = "eagle31-switches"  # vllm
 SGLANG_GUARDS_FAMILY = "eagle3-drafter-guards"  # sglang: switches and a missing d2t refused at load
 
-# The first release whose model registry resolves each architecture (vLLM renames a drafter's
-# "X" to "Eagle3X" unless it starts with Eagle3: transformers_utils/configs/eagle.py; from 0.10.1
-# "...Eagle3" endings are kept). SGLang resolves a class by its __name__ (EntryClass).
-REGISTERED_SINCE: dict[str, dict[str, str]] = {
-    "vllm": {"Eagle3LlamaForCausalLM": "0.9.0", "LlamaForCausalLMEagle3": "0.10.1",
-             "Eagle3DeepseekV2ForCausalLM": "0.18.0", "Eagle3DeepseekV3ForCausalLM": "0.18.0",
-             "DeepseekV3ForCausalLM": "0.9.0", "KimiK25ForConditionalGeneration": "0.15.0"},
-    "sglang": {"LlamaForCausalLMEagle3": "0.5.1", "Eagle3DeepseekV2ForCausalLM": "0.5.12",
-               "DeepseekV3ForCausalLM": "0.5.1", "KimiK25ForConditionalGeneration": "0.5.9"},
-}
+# The first release whose model registry resolves each architecture: each engine's description
+# (engine_specs.<engine>.SPEC.registered_since).
+REGISTERED_SINCE: dict[str, dict[str, str]] = {s.name: s.registered_since for s in engine_specs.ALL}
 
 # SGLang's DeepSeek/Kimi capture as published, before our aux-ids family: whether building the
 # CUDA graphs (CudaGraphRunner.__init__, from 0.5.6 also ModelRunner._dummy_run) re-calls
@@ -194,9 +187,7 @@ def aux_capture(release: Release, ids: list[int] | None, num_layers: int | None)
 
 
 def correct_algorithm_flag(engine: str) -> str:
-    if engine == "sglang":
-        return "--speculative-algorithm EAGLE3"
-    return """--speculative-config '{"method": "eagle3", "model": "DRAFTER", "num_speculative_tokens": 3}'"""
+    return engine_specs.spec(engine).launch.eagle3_flags
 
 
 # --- which ids each engine path reads, and whether the target captures at all -----------------

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .. import engines
+from .. import engine_specs, engines
 from ..errors import NotInstalled, PatcherError
 from .errors import DrafterInputError
 from .release import Release, from_install, from_version
@@ -30,7 +30,7 @@ def drafter_detect(engine: str | None, python: str | None = None, site: Path | N
     hold the engine: anything else is an error, not a silent fallback.
     """
     explicit = python is not None or site is not None
-    names = [engine] if engine else ["sglang", "vllm"]
+    names = [engine] if engine else sorted(engine_specs.NAMES)  # alphabetical, as the message below
     missing: NotInstalled | None = None
     for name in names:
         try:
@@ -49,7 +49,8 @@ def drafter_detect(engine: str | None, python: str | None = None, site: Path | N
     if explicit:
         if engine is None:
             where = f"site: {site}" if site is not None else f"python: {python}"
-            raise NotInstalled("neither sglang nor vllm is installed there", wanted="an sglang or vllm distribution",
+            raise NotInstalled(f"neither {' nor '.join(names)} is installed there",
+                               wanted=f"an {' or '.join(names)} distribution",
                                found=f"none ({where})", hint="pass the interpreter or site-packages of the "
                                                               "environment that runs the engine")
         assert missing is not None

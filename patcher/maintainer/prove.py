@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from patcher import engine_specs
 from patcher.maintainer import cpu_env, wheels
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,7 +78,7 @@ def prove(engine: str, version: str, keep: bool = False, say: Callable[[str], No
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m patcher.maintainer.prove", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
+    ap.add_argument("--engine", choices=engine_specs.NAMES, default="sglang")
     ap.add_argument("--version", default="0.5.9", help="a published release of the engine")
     ap.add_argument("--keep", action="store_true", help="leave the environment patched")
     return ap
