@@ -86,7 +86,9 @@ class Files:
         return None if lines is None else hunks.join(lines)
 
 
-def _evidence(files: Files, entry: Upstream | Refused) -> str | None:
+def evidence_fails(files: Files, entry: Upstream | Refused) -> str | None:
+    """What of an upstream or refused entry's evidence does not hold on these files (the first
+    failure, as text); None when all of it holds. ``port`` judges a new release by it too."""
     for ev in entry.evidence:
         failed = ev.holds(files.text(ev.file))  # None for a file RECORD does not list
         if failed:
@@ -165,7 +167,7 @@ def _unknown(family: Family, files: Files, version: Version, record: dict | None
                 return st
             in_place = in_place or st
     for up in family.upstream:
-        if _evidence(files, up) is None:
+        if evidence_fails(files, up) is None:
             return Status(family, State.UPSTREAM, f"fix present (in upstream since {up.since}, {up.ref}"
                           f"{_covers(up)}); {version} itself is not in our matrix", untested=True, upstream_id=up.id)
     if in_place is not None:
@@ -216,7 +218,7 @@ def assess(install: Install, families: tuple[Family, ...], records: dict[str, di
         if isinstance(entry, Variant):
             st = _from_files(family, entry, files, record, untested=False)
         elif isinstance(entry, Upstream):
-            failed = _evidence(files, entry)
+            failed = evidence_fails(files, entry)
             if failed:
                 st = Status(family, State.CONFLICT, f"{install.version} should carry the upstream fix "
                             f"({entry.ref}) but {failed}", hint="reinstall the engine; if it persists, file an issue")
@@ -225,7 +227,7 @@ def assess(install: Install, families: tuple[Family, ...], records: dict[str, di
                             upstream_id=entry.id)
         elif isinstance(entry, Refused):
             st = _refused(family, entry, install)
-            failed = _evidence(files, entry)
+            failed = evidence_fails(files, entry)
             if failed:
                 st.warnings.append(f"the refusal's evidence does not hold here: {failed}")
         else:
@@ -274,7 +276,7 @@ def _older(family: Family, files: Files, install: Install) -> Status | None:
     if family.oldest is None or install.version >= family.oldest:
         return None
     for entry in family.refused:
-        if entry.evidence and _evidence(files, entry) is None:
+        if entry.evidence and evidence_fails(files, entry) is None:
             st = _refused(family, entry, install)
             st.detail += f" (judged by its files: {install.version} is older than every release we cover)"
             return st
