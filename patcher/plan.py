@@ -1,6 +1,7 @@
 """The state of every family on one install, and what apply / revert would write.
 
-Reads files, never writes them. Variant choice is by version first, then confirmed
+Reads files, never writes them (``declared``: the state a release's manifests declare, for a
+release whose files nobody has read). Variant choice is by version first, then confirmed
 by content: the files must hold the variant's pre-image (pending) or post-image
 (applied) exactly; anything else is a conflict and is never touched.
 """
