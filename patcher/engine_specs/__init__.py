@@ -2,7 +2,8 @@
 
 Each engine is one module here (``vllm.py``, ``sglang.py``) holding one ``EngineSpec`` (``spec.py``): its
 distribution name, the first release we cover, the CPU import-env lines, how its server is
-launched and parses options, and the registry facts the drafter check reads. Adding a third
+launched and parses options, where it declares its environment variables, and the registry
+facts the drafter check reads. Adding a third
 engine is one new module and its name in ``ALL``. Plain data on purpose: ``apply`` and ``verify``
 import it, so it imports no maintainer code, nothing that touches the network, and no engine.
 """

@@ -35,5 +35,8 @@ class EngineSpec:
     # needs it; None: every release does)
     cpu_shims: tuple[tuple[str, str | None], ...]
     launch: Launch
+    # where a release declares the environment variables it reads, relative to site-packages, and
+    # how: "getenv" (os.getenv("NAME", default) calls) or "environ" (SGLang's EnvField class)
+    env_declarations: tuple[str, str]
     # the first release whose model registry resolves each architecture the drafter check names
     registered_since: dict[str, str] = field(default_factory=dict)

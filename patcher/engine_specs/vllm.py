@@ -27,6 +27,7 @@ SPEC = EngineSpec(
         },
         eagle3_flags="""--speculative-config '{"method": "eagle3", "model": "DRAFTER", "num_speculative_tokens": 3}'""",
     ),
+    env_declarations=("vllm/envs.py", "getenv"),
     # vLLM renames a drafter's "X" to "Eagle3X" unless it starts with Eagle3
     # (transformers_utils/configs/eagle.py); from 0.10.1 "...Eagle3" endings are kept.
     registered_since={"Eagle3LlamaForCausalLM": "0.9.0", "LlamaForCausalLMEagle3": "0.10.1",
