@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from patcher.__main__ import run_drafter
 from patcher.drafter import cli
 from patcher.drafter.safetensors_header import DTYPE_BITS, TensorInfo, encode_header
 
@@ -87,8 +88,7 @@ def build(root: Path) -> tuple[Path, Path]:
 def run_cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     cli.add_parser(parser.add_subparsers(dest="command"))
-    return cli.run(parser.parse_args(["drafter", *argv]), out=io.StringIO(), err=io.StringIO(),
-                   detect=lambda _e: None)
+    return run_drafter(parser.parse_args(["drafter", *argv]), io.StringIO(), io.StringIO(), lambda *_: None)
 
 
 def timed(fn, repeat: int) -> float:

@@ -28,7 +28,7 @@ from packaging.version import Version
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from patcher import hunks, manifest, matrix  # noqa: E402
-from patcher.maintainer import port, prove_variant, wheels  # noqa: E402
+from patcher.maintainer import port, port_proof, wheels  # noqa: E402
 
 
 def pairs(engine: str, only: str | None):
@@ -56,7 +56,7 @@ def intent_holds(fam, y, o: port.Outcome, to: str, probes: bool) -> str:
         shutil.copytree(manifest.PATCHES / fam.engine, root / fam.engine)
         folder = root / fam.engine / fam.name
         (folder / f"{y.id}.diff").write_text(o.diff)  # the candidate, under Y's id: Y's probes select it
-        ok, seen = prove_variant.run(fam.engine, to, fam.id, root, manifest.PATCHES, wheels.tree(fam.engine, to),
+        ok, seen = port_proof.run(fam.engine, to, fam.id, root, manifest.PATCHES, wheels.tree(fam.engine, to),
                              set(o.files), probes_too=True)
         return "" if ok else seen[-1]
 

@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
-from . import __version__, actions, catalogue, manifest, selection
+from . import __version__, actions, catalogue, engine_specs, manifest, selection
 from .errors import NotInstalled, PatcherError
 from .report import SCHEMA, as_dict, as_text, summary
 
@@ -29,7 +29,7 @@ _NOT_OK = ("pending, lost, refused, blocked, conflict, unknown release,\n"
 _ENV = ("2    usage or environment error (bad flags, engine not installed, --python not a Python,\n"
         "     editable or shadowed install, altered patch set, failed write rolled back)\n"
         "141  stdout closed by its reader ('| head'), as SIGPIPE ends a shell tool")
-EXITS = {  # the README's "Exit codes", per command
+EXITS = {  # docs/reference.md's "Exit codes", per command
     "apply": "exit codes:\n0    every selected family is applied or upstream after the run, probes passed (or\n"
              "     could not import)\n"
              f"1    a family is not: {_NOT_OK};\n     or nothing was written because of a conflict\n{_ENV}",
@@ -83,7 +83,7 @@ def _seconds(text: str) -> float:
 def _selection_flags(p: argparse.ArgumentParser, what: str) -> None:
     scope = ("installed or not: the catalogue lists what we ship" if what == "list" else
              "with 'all', engines that are not installed are left out")
-    p.add_argument("--engine", choices=("vllm", "sglang", "all"), default="all",
+    p.add_argument("--engine", choices=(*engine_specs.NAMES, "all"), default="all",
                    help=f"which engine's families to {what}: vllm, sglang or all (default: all; {scope})")
     p.add_argument("--only", action="append", default=[], metavar="ID",
                    help="only this family: 'sglang/<id>' or '<id>' for every engine that has it "
@@ -137,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
 
     doctor_cli.add_parser(sub)
     port = sub.add_parser("port", help="maintainers: carry the patch set to a release no variant covers, proven")
-    port.add_argument("--engine", choices=("vllm", "sglang"), required=True, help="whose patch set (required)")
+    port.add_argument("--engine", choices=engine_specs.NAMES, required=True, help="whose patch set (required)")
     port.add_argument("--to", metavar="VERSION", help="the release to carry the patch set to")
     port.add_argument("--newer", action="store_true", help="every release on the index that releases.txt lacks")
     port.add_argument("--family", action="append", default=[], metavar="ID", help="only this family (repeatable)")
@@ -209,6 +209,16 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return code
 
 
+def run_drafter(args: argparse.Namespace, out: TextIO, err: TextIO, detect) -> int:
+    """``patcher drafter check|fix`` with ``detect`` locating the engine (tests pass a stand-in)."""
+    from .drafter import cli as drafter_cli
+
+    try:
+        return drafter_cli.run(args, out=out, err=err, detect=detect)
+    except PatcherError as exc:
+        return _error(exc, err, False, out if args.json else None, f"drafter {args.drafter_command}")
+
+
 def _help_hint(parser: argparse.ArgumentParser, argv: list[str]) -> str:
     """'patcher verify --help' (or 'patcher drafter check --help') for the command given."""
     words, level = [], parser
@@ -265,9 +275,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         from . import doctor_cli
         return doctor_cli.run(args, command, out=out, err=err)
     if args.command == "drafter":
-        from .detect import drafter_detect
-        from .drafter import cli as drafter_cli
-        return drafter_cli.run(args, out=out, err=err, detect=drafter_detect)
+        from .drafter.locate import drafter_detect
+        return run_drafter(args, out, err, drafter_detect)
     if args.command == "port":  # maintainer tooling: the merge library and the fetcher load only here
         try:
             from .maintainer import port_cli

@@ -16,7 +16,7 @@ from packaging.version import Version
 from . import manifest, selection
 from .manifest import Family
 
-SCHEMA = "patcher.catalogue/1"  # list --json (README "--json schema")
+SCHEMA = "patcher.catalogue/1"  # list --json (docs/reference.md "--json schema")
 HEADER = "the catalogue (what an install gets: 'patcher verify'), each family's entries by release, oldest first"
 _ORDER = {">=": 0, ">": 0, "==": 1, "===": 1, "~=": 1, "!=": 2, "<": 3, "<=": 3}
 

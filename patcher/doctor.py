@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import actions, engines, launch_checks, launch_facts
+from . import actions, engine_specs, engines, launch_checks, launch_facts
 from .drafter.checkpoint import read_checkpoint, read_config
 from .drafter.checks import check_drafter
 from .drafter.configs import TargetConfig, parse_drafter_config, parse_target_config
@@ -120,11 +120,14 @@ class EngineMismatch(PatcherError):
 
 
 def _other_engine(engine: str, python: str | None, site: Path | None) -> engines.Install | None:
-    other = "sglang" if engine == "vllm" else "vllm"
-    try:
-        return engines.find(other, python=python, site=site)
-    except PatcherError:
-        return None
+    for other in engine_specs.NAMES:
+        if other == engine:
+            continue
+        try:
+            return engines.find(other, python=python, site=site)
+        except PatcherError:
+            continue
+    return None
 
 
 def _target_config(cmd: LaunchCommand, launch: list[Finding]) -> TargetConfig | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from . import doctor
-from .drafter.cli import _print_finding
+from .drafter.cli import print_finding
 from .drafter.findings import LEVELS, PROBLEM
 from .errors import PatcherError
 from .launch_command import LaunchUsageError, parse
@@ -122,11 +122,11 @@ def as_lines(r: doctor.DoctorReport) -> list[str]:
     sink = _Collect()
     out.append("launch:")
     for f in r.launch:
-        _print_finding(f, sink)  # type: ignore[arg-type]
+        print_finding(f, sink)  # type: ignore[arg-type]
     if r.drafter:
         sink.lines.append(f"drafter check ({cmd.drafter}):")
         for f in r.drafter:
-            _print_finding(f, sink)  # type: ignore[arg-type]
+            print_finding(f, sink)  # type: ignore[arg-type]
     out += sink.lines
     findings = r.findings()
     n_problem = sum(f.level == PROBLEM for f in findings)

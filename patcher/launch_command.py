@@ -16,29 +16,11 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from . import engine_specs
 from .errors import PatcherError
 
-VLLM_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
-SGLANG_MODULES = ("sglang.launch_server",)
-
-# Spellings each engine's parser takes for the options doctor reads. vLLM's
-# FlexibleArgumentParser turns "_" into "-" in option names (so --speculative_config works);
-# SGLang's plain argparse takes only its own spellings (and unique prefixes: --tp for --tp-size).
-_SPELLINGS = {
-    "vllm": {
-        "model": ("--model",),
-        "tp": ("--tensor-parallel-size", "-tp"),
-        "pp": ("--pipeline-parallel-size", "-pp"),
-        "speculative_config": ("--speculative-config",),
-    },
-    "sglang": {
-        "model": ("--model-path", "--model"),
-        "tp": ("--tensor-parallel-size", "--tp-size", "--tp"),
-        "pp": ("--pipeline-parallel-size", "--pp-size"),
-        "draft": ("--speculative-draft-model-path", "--speculative-draft-model"),
-        "algorithm": ("--speculative-algorithm",),
-    },
-}
+# How each engine starts and spells the options doctor reads: engine_specs.<engine>.SPEC.launch.
+_SPELLINGS = {s.name: s.launch.spellings for s in engine_specs.ALL}
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -72,7 +54,12 @@ class LaunchCommand:
         return any(a in names or a.split("=", 1)[0] in names for a in self.argv if a.startswith("-"))
 
     def values(self, *spellings: str) -> list[str]:
-        return _values(list(self.argv), _expand(self.engine, spellings))
+        return option_values(list(self.argv), self.engine, *spellings)
+
+
+def option_values(argv: list[str], engine: str, *spellings: str) -> list[str]:
+    """The values given to an option, as ``engine``'s parser reads its spellings, in order."""
+    return _values(argv, _expand(engine, spellings))
 
 
 def _expand(engine: str, spellings: tuple[str, ...]) -> tuple[str, ...]:
@@ -83,7 +70,7 @@ def _expand(engine: str, spellings: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _names(engine: str, option: str) -> tuple[str, ...]:
-    if engine == "vllm" and option.startswith("--"):
+    if engine_specs.spec(engine).launch.dashes_or_underscores and option.startswith("--"):
         return (option, "--" + option[2:].replace("-", "_"))
     return (option,)
 
@@ -155,30 +142,29 @@ def _interpreter(word: str) -> str | None:
 def _engine_of(words: list[str]) -> tuple[str | None, list[str], str | None, str]:
     """(engine, its arguments, the positional model of ``vllm serve``, the entry point)."""
     head = PurePath(words[0]).name
-    if head == "sglang" and words[1:2] == ["serve"]:  # the console script, from 0.5.5
-        return "sglang", words[2:], None, "sglang serve"
-    if head == "vllm" and words[1:2] == ["serve"]:
-        rest = words[2:]
-        if rest and not rest[0].startswith("-"):
-            return "vllm", rest[1:], rest[0], "vllm serve"
-        return "vllm", rest, None, "vllm serve"
+    for spec in engine_specs.ALL:
+        if head == spec.name and words[1:2] == ["serve"]:  # the console script (sglang's from 0.5.5)
+            rest = words[2:]
+            if spec.launch.serve_takes_model and rest and not rest[0].startswith("-"):
+                return spec.name, rest[1:], rest[0], f"{spec.name} serve"
+            return spec.name, rest, None, f"{spec.name} serve"
     if _is_python(words[0]) and "-m" in words:
         i = words.index("-m")
         module = words[i + 1] if i + 1 < len(words) else ""
-        if module in VLLM_MODULES:
-            return "vllm", words[i + 2:], None, f"-m {module}"
-        if module == "vllm.entrypoints.cli.main" and words[i + 2:i + 3] == ["serve"]:
-            return _engine_of(["vllm", *words[i + 2:]])
-        if module in SGLANG_MODULES:
-            return "sglang", words[i + 2:], None, f"-m {module}"
+        for spec in engine_specs.ALL:
+            if module in spec.launch.modules:
+                return spec.name, words[i + 2:], None, f"-m {module}"
+            if module == spec.launch.cli_module and words[i + 2:i + 3] == ["serve"]:
+                return _engine_of([spec.name, *words[i + 2:]])
     return None, [], None, ""
 
 
 def _drafter(engine: str, argv: list[str]) -> str | None:
-    if engine == "sglang":
-        paths = _values(argv, _SPELLINGS["sglang"]["draft"])
+    spell = _SPELLINGS[engine]
+    if "draft" in spell:  # the drafter's own option (SGLang)
+        paths = _values(argv, _expand(engine, spell["draft"]))
         return paths[-1] if paths else None
-    configs = _values(argv, _expand("vllm", _SPELLINGS["vllm"]["speculative_config"]))
+    configs = _values(argv, _expand(engine, spell["speculative_config"]))  # its "model" (vLLM)
     if not configs:
         return None
     try:

@@ -21,6 +21,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from . import engine_specs
 from .manifest import contains
 
 # vLLM ------------------------------------------------------------------------------------------
@@ -99,11 +100,9 @@ def env_vars(engine: str, site: Path | None) -> dict[str, EnvVar]:
     """The variables doctor cares about, as the install's envs.py / environ.py declares them."""
     if site is None:
         return {}
-    names: tuple[str, ...]
-    if engine == "vllm":
-        declared, names = _getenv_defaults(site / "vllm" / "envs.py"), VLLM_ENV
-    else:
-        declared, names = _environ_defaults(site / "sglang" / "srt" / "environ.py"), SGLANG_ENV
+    path, style = engine_specs.spec(engine).env_declarations
+    declared = {"getenv": _getenv_defaults, "environ": _environ_defaults}[style](site / path)
+    names = {"vllm": VLLM_ENV, "sglang": SGLANG_ENV}.get(engine, ())
     return {name: EnvVar(name, name in declared, declared.get(name)) for name in names}
 
 

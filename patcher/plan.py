@@ -1,6 +1,7 @@
 """The state of every family on one install, and what apply / revert would write.
 
-Reads files, never writes them. Variant choice is by version first, then confirmed
+Reads files, never writes them (``declared``: the state a release's manifests declare, for a
+release whose files nobody has read). Variant choice is by version first, then confirmed
 by content: the files must hold the variant's pre-image (pending) or post-image
 (applied) exactly; anything else is a conflict and is never touched.
 """
@@ -29,6 +30,12 @@ class State(str, Enum):
     BLOCKED = "blocked"
     CONFLICT = "conflict"
     UNKNOWN = "unknown release"
+
+    def __str__(self) -> str:  # the word a person reads, in messages as in JSON
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
 OK_STATES = (State.APPLIED, State.UPSTREAM)
@@ -80,7 +87,9 @@ class Files:
         return None if lines is None else hunks.join(lines)
 
 
-def _evidence(files: Files, entry: Upstream | Refused) -> str | None:
+def evidence_fails(files: Files, entry: Upstream | Refused) -> str | None:
+    """What of an upstream or refused entry's evidence does not hold on these files (the first
+    failure, as text); None when all of it holds. ``port`` judges a new release by it too."""
     for ev in entry.evidence:
         failed = ev.holds(files.text(ev.file))  # None for a file RECORD does not list
         if failed:
@@ -159,7 +168,7 @@ def _unknown(family: Family, files: Files, version: Version, record: dict | None
                 return st
             in_place = in_place or st
     for up in family.upstream:
-        if _evidence(files, up) is None:
+        if evidence_fails(files, up) is None:
             return Status(family, State.UPSTREAM, f"fix present (in upstream since {up.since}, {up.ref}"
                           f"{_covers(up)}); {version} itself is not in our matrix", untested=True, upstream_id=up.id)
     if in_place is not None:
@@ -210,7 +219,7 @@ def assess(install: Install, families: tuple[Family, ...], records: dict[str, di
         if isinstance(entry, Variant):
             st = _from_files(family, entry, files, record, untested=False)
         elif isinstance(entry, Upstream):
-            failed = _evidence(files, entry)
+            failed = evidence_fails(files, entry)
             if failed:
                 st = Status(family, State.CONFLICT, f"{install.version} should carry the upstream fix "
                             f"({entry.ref}) but {failed}", hint="reinstall the engine; if it persists, file an issue")
@@ -219,7 +228,7 @@ def assess(install: Install, families: tuple[Family, ...], records: dict[str, di
                             upstream_id=entry.id)
         elif isinstance(entry, Refused):
             st = _refused(family, entry, install)
-            failed = _evidence(files, entry)
+            failed = evidence_fails(files, entry)
             if failed:
                 st.warnings.append(f"the refusal's evidence does not hold here: {failed}")
         else:
@@ -237,8 +246,29 @@ def _covers(entry: Upstream) -> str:
 
 def _refused(family: Family, entry: Refused, install: Install) -> Status:
     # Never "--skip" as the way out: skipping hides the problem, the server still fails.
-    return Status(family, State.REFUSED, f"{entry.reason}; use {entry.use} or newer",
+    return Status(family, State.REFUSED, _refusal(entry),
                   hint=f"install {install.engine} {entry.use} or newer (VERSIONS.md: what each release gets)")
+
+
+def _refusal(entry: Refused) -> str:
+    return f"{entry.reason}; use {entry.use} or newer"
+
+
+def declared(family: Family, version: Version) -> Status:
+    """The state of a family on a release nobody has read the files of (``drafter check
+    --engine-version``): what its manifest declares for the published files. No evidence is
+    checked and nothing is ever applied, so it is pending, upstream, refused or unknown."""
+    entry = family.classify(version)
+    if isinstance(entry, Variant):
+        return Status(family, State.PENDING, f"the published files need variant {entry.id}", entry.id,
+                      hint=f"patcher apply --engine {family.engine}")
+    if isinstance(entry, Upstream):
+        return Status(family, State.UPSTREAM, f"fixed upstream since {entry.since} ({entry.ref})",
+                      upstream_id=entry.id)
+    if isinstance(entry, Refused):
+        return Status(family, State.REFUSED, _refusal(entry))
+    return Status(family, State.UNKNOWN, f"no entry covers {version}; only the files can tell",
+                  hint="install it and run the check there (--python / --site), or use a release from VERSIONS.md")
 
 
 def _older(family: Family, files: Files, install: Install) -> Status | None:
@@ -247,7 +277,7 @@ def _older(family: Family, files: Files, install: Install) -> Status | None:
     if family.oldest is None or install.version >= family.oldest:
         return None
     for entry in family.refused:
-        if entry.evidence and _evidence(files, entry) is None:
+        if entry.evidence and evidence_fails(files, entry) is None:
             st = _refused(family, entry, install)
             st.detail += f" (judged by its files: {install.version} is older than every release we cover)"
             return st

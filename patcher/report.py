@@ -7,7 +7,7 @@ from typing import Any
 from .actions import Report
 from .plan import State
 
-# The JSON of apply / verify / revert (README "--json schema"). A change that could break a
+# The JSON of apply / verify / revert (docs/reference.md "--json schema"). A change that could break a
 # reader (a key removed, renamed or retyped) takes a new number; added keys do not.
 SCHEMA = "patcher.report/1"
 

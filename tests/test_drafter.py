@@ -19,7 +19,8 @@ import pytest
 from packaging.version import Version
 from safetensors.numpy import load_file, save_file
 
-from patcher.drafter import cli, facts, fix
+from patcher.__main__ import run_drafter
+from patcher.drafter import cli, facts, fix_copy
 from patcher.drafter.release import Release, from_version
 
 H = 8  # drafter hidden size
@@ -147,7 +148,7 @@ def run(argv: list[str], detect=no_engine) -> tuple[int, str, str]:
     cli.add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["drafter", *argv])
     out, err = io.StringIO(), io.StringIO()
-    code = cli.run(args, out=out, err=err, detect=detect)
+    code = run_drafter(args, out, err, detect)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -516,13 +517,13 @@ def test_fix_without_engine_is_usage_error(tmp_path: Path) -> None:
 
 def test_fix_aborts_when_a_copied_tensor_differs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     drafter, new = make_drafter(tmp_path), tmp_path / "new"
-    real = fix._hash_pair
+    real = fix_copy._hash_pair
 
     def flaky(job):  # the copy reads back different bytes for one chunk
         a, b, n = real(job)
         return (a, b[::-1], n) if job[0] == "fc.weight" else (a, b, n)
 
-    monkeypatch.setattr(fix, "_hash_pair", flaky)
+    monkeypatch.setattr(fix_copy, "_hash_pair", flaky)
     code, out, err = run(["fix", str(drafter), "--out", str(new), "--engine", "sglang", "--engine-version", "0.5.11"])
     assert (code, out) == (1, "")
     assert err.splitlines()[0] == "error: tensor 'fc.weight' in model.safetensors differs after the copy"
@@ -536,7 +537,7 @@ def test_interrupted_fix_leaves_nothing_under_the_final_name(tmp_path: Path,
     def killed(*_a, **_k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(fix, "_verify", killed)
+    monkeypatch.setattr(fix_copy, "_verify", killed)
     with pytest.raises(KeyboardInterrupt):
         run(["fix", str(drafter), "--out", str(new), "--engine", "sglang", "--engine-version", "0.5.11"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["drafter"]

@@ -20,8 +20,8 @@ from packaging.version import Version
 from patcher import matrix
 from patcher.__main__ import main
 from patcher.drafter import facts
-from patcher.drafter.cli import still_wrong
 from patcher.drafter.findings import hint, problem
+from patcher.drafter.fix import still_wrong
 from patcher.drafter.release import FamilyState, from_version
 from patcher.maintainer import wheels
 from tests.test_drafter import (
@@ -186,7 +186,7 @@ def test_python_of_a_second_environment(tmp_path: Path) -> None:
 def test_site_without_the_engine_is_an_error_not_none_installed(tmp_path: Path) -> None:
     drafter = make_drafter(tmp_path, config=eagle3_config(), prefix="midlayer.")
     code, out, err = run(["check", str(drafter), "--site", str(tmp_path)],
-                         detect=__import__("patcher.detect", fromlist=["x"]).drafter_detect)
+                         detect=__import__("patcher.drafter.locate", fromlist=["x"]).drafter_detect)
     assert (code, out) == (2, "")
     assert err.splitlines()[:2] == ["error: neither sglang nor vllm is installed there",
                                     "  wanted: an sglang or vllm distribution"]

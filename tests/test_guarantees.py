@@ -395,7 +395,7 @@ def test_default_docker_path_patches_the_running_interpreters_engine(tmp_path, m
 
 
 def test_detect_reports_the_installed_engine_and_its_key_family_state(tmp_path, monkeypatch):
-    """patcher.detect.drafter_detect in the engine's own interpreter: the release, and a family's
+    """patcher.drafter.locate.drafter_detect in the engine's own interpreter: the release, and a family's
     state from the shipped manifests (a release in an upstream range whose file holds the evidence:
     upstream; without it: conflict). Broken by: drafter_detect returning no state or looking the
     engine up in another interpreter."""
@@ -410,8 +410,8 @@ def test_detect_reports_the_installed_engine_and_its_key_family_state(tmp_path, 
     fixed = "".join(f"# {s}\n" for s in ev.contains).encode()
     release = entry.since
     sources = {"sglang/__init__.py": b"", ev.file: fixed}
-    code = ("from patcher.detect import drafter_detect; r = drafter_detect({!r}); "
-            "print(None if r is None else (r.name, str(r.version), r.state('k25-aux-capture')))")
+    code = ("from patcher.drafter.locate import drafter_detect; r = drafter_detect({!r}); "
+            "print(None if r is None else (r.name, str(r.version), str(r.state('k25-aux-capture'))))")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
 
     def detect(engine):

@@ -79,13 +79,13 @@ def test_new_variant_is_declared_for_the_release_and_its_probes(tmp_path):
 
 
 def test_apply_verify_revert_never_import_the_port_machinery(tmp_path):
-    from patcher.maintainer import prove_variant, wheels
+    from patcher.maintainer import port_proof, wheels
 
     tree = wheels.tree("sglang", "0.5.23")
     install = engines.find("sglang", site=tree)
     fam = manifest.load(manifest.PATCHES / "sglang" / "sm120-allreduce-fusion")
     rels = {fp.path for v in fam.variants[-1:] for fp in fam.patches[v.id]}
-    site = prove_variant.scratch_site(tree, install, rels, tmp_path / "site")
+    site = port_proof.scratch_site(tree, install, rels, tmp_path / "site")
     code = f"""
 import sys
 from patcher.__main__ import main
@@ -120,12 +120,12 @@ def test_port_vllm_0_27_0_from_d8_alone_flags_the_new_config_code_and_offers_not
 
 def _republish(engine: str, base: str, new: str, dest: Path, edit: tuple[str, str, str]) -> Path:
     """``base``'s files published again as ``new`` with one upstream edit (RECORD kept consistent)."""
-    from patcher.maintainer import prove_variant, wheels
+    from patcher.maintainer import port_proof, wheels
 
     tree = wheels.tree(engine, base)
     install = engines.find(engine, site=tree)
     rel, old, replacement = edit
-    site = prove_variant.scratch_site(tree, install, set(), dest)
+    site = port_proof.scratch_site(tree, install, set(), dest)
     for src in (tree / engine).rglob("*.py"):
         target = site / src.relative_to(tree)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -261,26 +261,26 @@ def _family_patches(engine: str, name: str, variant: str):
 
 @pytest.mark.wheels
 def test_new_auto_enable_of_the_switch_our_gate_reads_is_flagged():
-    from patcher.maintainer import newcode, wheels
+    from patcher.maintainer import new_upstream_code, wheels
 
     v3 = _family_patches("sglang", "sm120-allreduce-fusion", "v3")
-    found = newcode.switch_setters(v3, wheels.tree("sglang", "0.5.4.post1"), wheels.tree("sglang", "0.5.4.post2"),
+    found = new_upstream_code.switch_setters(v3, wheels.tree("sglang", "0.5.4.post1"), wheels.tree("sglang", "0.5.4.post2"),
                                    "sglang")
     assert found and all("enable_flashinfer_allreduce_fusion" in f for f in found)
     assert any(f.startswith("sglang/srt/server_args.py:") and "is_blackwell_supported()" in f for f in found), found
     # Between two releases whose auto-enables are the same, nothing is said.
     v2 = _family_patches("sglang", "sm120-allreduce-fusion", "v2")
-    assert newcode.switch_setters(v2, wheels.tree("sglang", "0.5.3"), wheels.tree("sglang", "0.5.3.post1"),
+    assert new_upstream_code.switch_setters(v2, wheels.tree("sglang", "0.5.3"), wheels.tree("sglang", "0.5.3.post1"),
                                   "sglang") == []
 
 
 @pytest.mark.wheels
 def test_new_sibling_module_with_a_function_we_edit_is_flagged():
-    from patcher.maintainer import newcode, wheels
+    from patcher.maintainer import new_upstream_code, wheels
 
     v1 = _family_patches("sglang", "eagle3-drafter-keys", "v1")
-    found = newcode.sibling_modules(v1, wheels.tree("sglang", "0.5.11"), wheels.tree("sglang", "0.5.12"))
+    found = new_upstream_code.sibling_modules(v1, wheels.tree("sglang", "0.5.11"), wheels.tree("sglang", "0.5.12"))
     assert found == ["sglang/srt/models/kimi_k25_eagle3.py: a new upstream module beside "
                      "sglang/srt/models/llama_eagle3.py defines load_weights(), which this variant edits there; "
                      "it may need the same change"]
-    assert newcode.sibling_modules(v1, wheels.tree("sglang", "0.5.10"), wheels.tree("sglang", "0.5.11")) == []
+    assert new_upstream_code.sibling_modules(v1, wheels.tree("sglang", "0.5.10"), wheels.tree("sglang", "0.5.11")) == []

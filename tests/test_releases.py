@@ -14,7 +14,7 @@ import pytest
 
 from patcher import actions, engines, manifest, matrix
 from patcher.maintainer import wheels
-from patcher.maintainer.prove_variant import scratch_site
+from patcher.maintainer.port_proof import scratch_site
 from patcher.manifest import Refused, Upstream, Variant
 from patcher.plan import State, assess
 from tests.support.tiers import release_param

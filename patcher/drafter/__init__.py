@@ -1,8 +1,11 @@
 """EAGLE-3 drafter checkpoints: check how an engine release reads them, and convert them.
 
-Modules: safetensors_header (strict header reader), checkpoint (folder + shards),
-configs (drafter/target config fields), release (the engine release and its family
-states), facts (what that release does with a drafter), key_names, checks (the checkpoint),
-shape_checks, release_checks (the release), launch_flags, convert (fix's plan), fix (the
-writing), cli (the only printer).
+The modules by job (patcher/drafter/README.md says more):
+- reading: safetensors_header (strict header reader), checkpoint (folder + shards), configs
+  (drafter/target config fields), key_names (tensor names and the two decoder-layer spellings);
+- the release: locate (the located install or --engine-version), release (its family states),
+  facts (what that release does with a drafter: every engine fact the checks read);
+- check: checks (the checkpoint, and the whole check), shape_checks, release_checks, flag_checks;
+- fix: fix (the pipeline), fix_plan (what the copy gets), fix_copy (writing it, verified);
+- cli (arguments and printed reports), findings, errors.
 """

@@ -9,12 +9,13 @@ that is missing, a launch flag that runs EAGLE-3 as EAGLE-1.
 
 from __future__ import annotations
 
+from ..plan import State
 from . import facts
 from .checkpoint import Checkpoint
 from .configs import SPECULATORS, DrafterConfig, TargetConfig
 from .findings import Finding, hint, ok, problem
+from .flag_checks import check_flags, guess_engine
 from .key_names import MODEL_PREFIX, decoder_key, is_known, scheme_of
-from .launch_flags import check_flags, guess_engine
 from .release import Release
 from .release_checks import (
     MLA_DRAFTERS,
@@ -82,20 +83,21 @@ def _fix_command(engine: Release | None) -> str:
 
 
 def _check_config_format(d: DrafterConfig, engine: Release | None) -> list[Finding]:
+    vllm_reads = facts.SINCE["vllm"][facts.SPECULATORS_CONFIG]
     if d.format == SPECULATORS:
         if d.speculators_model_type != "eagle3":
             return [problem("config.format", "a speculators config of another algorithm than EAGLE-3",
                             wanted='"speculators_model_type": "eagle3"',
                             found=repr(d.speculators_model_type) if d.speculators_model_type else "(not set)")]
         if engine is None:
-            return [hint("config.format", "speculators-format config: vLLM reads it from 0.10.1.1, SGLang never",
+            return [hint("config.format", f"speculators-format config: vLLM reads it from {vllm_reads}, SGLang never",
                          hint="pass --engine to check it against your engine")]
         if facts.reads_speculators_config(engine):
             return [ok("config.format", f"speculators-format config, read by {engine.label()}")]
         if engine.name == "vllm" and engine.version is None:
-            return [hint("config.format", "speculators-format config: vLLM reads it from 0.10.1.1",
+            return [hint("config.format", f"speculators-format config: vLLM reads it from {vllm_reads}",
                          hint="pass --engine-version to check your release")]
-        why = "SGLang has no reader for it" if engine.name == "sglang" else "vLLM reads it only from 0.10.1.1"
+        why = "SGLang has no reader for it" if engine.name == "sglang" else f"vLLM reads it only from {vllm_reads}"
         return [problem("config.format", f"speculators-format config that {engine.label()} cannot read ({why})",
                         wanted='a LlamaForCausalLMEagle3 config ("architectures", Llama fields, "eagle_config")',
                         found='"speculators_model_type": "eagle3"',
@@ -140,7 +142,7 @@ def _check_decoder_keys(ckpt: Checkpoint, engine: Release | None) -> list[Findin
         wanted = " or ".join(f"{p}*" for p in sorted(accepted))
         fam = engine.family(facts.KEYS_FAMILY)
         patch = (f"  (or apply {fam.family.id}: {engine.apply_command()})"
-                 if fam is not None and fam.state in ("pending", "lost") else "")
+                 if fam is not None and fam.state in (State.PENDING, State.LOST) else "")
         out.append(problem(
             "keys.decoder_prefix",
             f"{engine.label()} skips all {found} without a message: the decoder layer stays "
@@ -150,7 +152,8 @@ def _check_decoder_keys(ckpt: Checkpoint, engine: Release | None) -> list[Findin
     if engine is not None and limit is not None and len(layers) > limit:
         out.append(problem("keys.decoder_layers", f"{len(layers)} decoder layers; {engine.label()} builds {limit}",
                            wanted=f"{limit} decoder layer", found=f"layers {sorted(layers)}",
-                           hint="vLLM >= 0.11.1 or SGLang >= 0.5.12 build multi-layer drafters"))
+                           hint=f"vLLM >= {facts.SINCE['vllm'][facts.MULTI_LAYER_LLAMA]} or SGLang >= "
+                                f"{facts.SGLANG_MAPS_LAYERS0} build multi-layer drafters"))
     if engine is not None and engine.name == "vllm":
         prefixed = [n for n in ckpt.tensors if n.startswith(MODEL_PREFIX)]
         if prefixed:

@@ -1,7 +1,8 @@
-"""``patcher drafter check|fix``: the only module here that prints.
+"""``patcher drafter check|fix``: the arguments, and the printed reports (the only module here that
+prints). Errors are raised; ``patcher.__main__`` prints them, as for every command.
 
 Exit codes, findings and the ``--json`` objects (``patcher.drafter.check/1``,
-``patcher.drafter.fix/1``) are documented once, in the README's "patcher drafter" section.
+``patcher.drafter.fix/1``) are documented once, in docs/reference.md, section "patcher drafter".
 """
 
 from __future__ import annotations
@@ -9,23 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from packaging.version import InvalidVersion, Version
-
-from ..errors import PatcherError
+from ..manifest import ENGINES
 from .checkpoint import read_checkpoint, read_config
 from .checks import check_drafter
 from .configs import parse_drafter_config, parse_target_config
-from .convert import plan_fix
-from .errors import DrafterInputError
-from .findings import HINT, LEVELS, PROBLEM, Finding, has_problem
-from .fix import refuse_bad_out, write_fix
-from .release import ENGINES, Release, from_version
-
-Detect = Callable[[str | None, "str | None", "Path | None"], "Release | None"]
+from .findings import LEVELS, PROBLEM, Finding, has_problem
+from .fix import fix_drafter
+from .locate import Detect, resolve_engine
+from .release import Release
 
 CHECK_SCHEMA = "patcher.drafter.check/1"
 FIX_SCHEMA = "patcher.drafter.fix/1"
@@ -75,50 +70,11 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, *, out: TextIO, err: TextIO, detect: Detect) -> int:
-    schema = CHECK_SCHEMA if args.drafter_command == "check" else FIX_SCHEMA
-    try:
-        engine = resolve_engine(args.engine, args.engine_version, detect, args.python, args.site)
-        if args.drafter_command == "check":
-            return _check(args, engine, out, err)
-        return _fix(args, engine, out, err)
-    except PatcherError as exc:
-        for line in exc.lines():
-            print(line, file=err)
-        if args.json:
-            error = {"what": exc.what, "wanted": exc.wanted, "found": exc.found, "hint": exc.hint}
-            print(json.dumps({"schema": schema, "error": error, "exit": exc.exit_code}, indent=2), file=out)
-        return exc.exit_code
-
-
-def resolve_engine(name: str | None, version: str | None, detect: Detect,
-                   python: str | None = None, site: Path | None = None) -> Release | None:
-    explicit = python is not None or site is not None
-    try:
-        detected = detect(name, python, site)
-    except PatcherError:
-        if version is None or explicit:
-            raise
-        # A broken install here must not block checking against a release named explicitly.
-        detected = None
-    if detected is not None and name is not None and detected.name != name:
-        detected = None  # the caller's detector answered for another engine
-    if version is None:
-        if detected is not None:
-            return detected
-        return from_version(name, None) if name is not None else None
-    try:
-        wanted = Version(version)
-    except InvalidVersion:
-        raise DrafterInputError("--engine-version is not a version", wanted="e.g. 0.5.11 or 0.10.1.1",
-                                found=repr(version)) from None
-    engine = name or (detected.name if detected is not None else None)
-    if engine is None:
-        raise DrafterInputError("--engine-version needs --engine", wanted="--engine vllm|sglang",
-                                found="no engine named and none installed")
-    # The installed family states say nothing about another release than the installed one.
-    if detected is not None and detected.name == engine and detected.version == wanted:
-        return replace(detected, source="installed+flags")
-    return from_version(engine, wanted)
+    """Run ``drafter check|fix``; a PatcherError goes up to ``patcher.__main__``, which prints it."""
+    engine = resolve_engine(args.engine, args.engine_version, detect, args.python, args.site)
+    if args.drafter_command == "check":
+        return _check(args, engine, out, err)
+    return _fix(args, engine, out, err)
 
 
 def _engine_json(engine: Release | None) -> dict | None:
@@ -162,14 +118,14 @@ def _check(args: argparse.Namespace, engine: Release | None, out: TextIO, err: T
         where = f" at {engine.site}" if engine.site else ""
         print(f"engine:  {engine.label()} ({engine.source}{where})", file=out)
     for f in findings:
-        _print_finding(f, out)
+        print_finding(f, out)
     n_problem = sum(f.level == PROBLEM for f in findings)
     n_hint = sum(f.level == "hint" for f in findings)
     print(f"result:  {n_problem} problem(s), {n_hint} hint(s), {len(findings) - n_problem - n_hint} ok", file=out)
     return code
 
 
-def _print_finding(f: Finding, out: TextIO) -> None:
+def print_finding(f: Finding, out: TextIO) -> None:
     label = f.level.upper() if f.level == PROBLEM else f.level
     print(f"  {label:8} {f.code}: {f.message}", file=out)
     for name, text in (("wanted", f.wanted), ("found", f.found), ("hint", f.hint)):
@@ -178,35 +134,29 @@ def _print_finding(f: Finding, out: TextIO) -> None:
 
 
 def _fix(args: argparse.Namespace, engine: Release | None, out: TextIO, err: TextIO) -> int:
-    if engine is None:
-        raise DrafterInputError("fix needs to know the engine", wanted="--engine vllm|sglang --engine-version V",
-                                found="no engine named and none installed")
-    ckpt = read_checkpoint(args.drafter)
-    drafter = parse_drafter_config(ckpt.config, ckpt.folder / "config.json")
-    target = None
-    if args.target is not None:
-        target = parse_target_config(read_config(args.target), args.target / "config.json")
-    refuse_bad_out(ckpt, args.out)  # a usage error, whether or not there is anything to write
-    before = check_drafter(ckpt, drafter, target, engine, None)
-    plan = plan_fix(ckpt, drafter, engine, target)
-    if not plan.needed:
-        return _nothing_to_fix(args, ckpt.folder, engine, plan, before, out)
-    result = write_fix(ckpt, plan, args.out, progress=None if args.json else _progress(err))
-    # Check what was written, as the engine will read it; what the rewrite could not mend stays a problem.
-    written = read_checkpoint(result.out)
-    after = check_drafter(written, parse_drafter_config(written.config, written.folder / "config.json"),
-                          target, engine, None)
-    remaining = still_wrong(before, after)
+    done = fix_drafter(args.drafter, args.out, args.target, engine, progress=None if args.json else _progress(err))
+    plan, result, remaining = done.plan, done.written, done.remaining
+    assert engine is not None  # fix_drafter refuses to run without one
     code = 1 if remaining else 0
     if args.json:
         renamed = ({"from": plan.rename_from, "to": plan.rename_to, "count": plan.renamed}
                    if plan.rename_from else None)
         print(json.dumps({
-            "schema": FIX_SCHEMA, "drafter": str(ckpt.folder.absolute()), "out": str(result.out.absolute()),
+            "schema": FIX_SCHEMA, "drafter": str(done.source.folder.absolute()),
+            "out": str(result.out.absolute()) if result else None,
             "engine": _engine_json(engine), "renamed": renamed, "config_rewritten": plan.config_rewritten,
-            "notes": list(plan.notes), "files": list(result.files),
-            "tensors_verified": result.tensors_verified, "bytes_verified": result.bytes_verified,
+            "notes": list(plan.notes), "files": list(result.files) if result else [],
+            "tensors_verified": result.tensors_verified if result else 0,
+            "bytes_verified": result.bytes_verified if result else 0,
             "problems": [f.to_json() for f in remaining], "exit": code}, indent=2), file=out)
+        return code
+    if result is None:  # nothing to fix: say so, and list the problems no copy can mend
+        for note in plan.notes:
+            print(note, file=out)
+        if remaining:
+            print(f"{len(remaining)} problem(s) remain that no copy of the drafter can mend:", file=out)
+            for f in remaining:
+                print_finding(f, out)
         return code
     print(f"wrote {result.out} for {engine.label()}", file=out)
     for note in plan.notes:
@@ -216,30 +166,8 @@ def _fix(args: argparse.Namespace, engine: Release | None, out: TextIO, err: Tex
     if remaining:
         print(f"the copy still has {len(remaining)} problem(s) {engine.label()} would run into:", file=out)
         for f in remaining:
-            _print_finding(f, out)
+            print_finding(f, out)
         print(f"result:  copy kept at {result.out}; {len(remaining)} problem(s) remain", file=out)
-    return code
-
-
-def _nothing_to_fix(args: argparse.Namespace, folder: Path, engine: Release, plan, before: list[Finding],
-                    out: TextIO) -> int:
-    """No rename and no config change would help: say so, write nothing, and list the problems
-    that remain (those are not the checkpoint's: e.g. families still to apply)."""
-    remaining = [f for f in before if f.level == PROBLEM]
-    code = 1 if remaining else 0
-    if args.json:
-        print(json.dumps({
-            "schema": FIX_SCHEMA, "drafter": str(folder.absolute()), "out": None, "engine": _engine_json(engine),
-            "renamed": None, "config_rewritten": False, "notes": list(plan.notes), "files": [],
-            "tensors_verified": 0, "bytes_verified": 0, "problems": [f.to_json() for f in remaining],
-            "exit": code}, indent=2), file=out)
-        return code
-    for note in plan.notes:
-        print(note, file=out)
-    if remaining:
-        print(f"{len(remaining)} problem(s) remain that no copy of the drafter can mend:", file=out)
-        for f in remaining:
-            _print_finding(f, out)
     return code
 
 
@@ -258,12 +186,3 @@ def _progress(err: TextIO) -> Callable[[str, int, int], None]:
             shown[phase] = tenth
             print(f"  {phase}: {done / 1e9:.1f} / {total / 1e9:.1f} GB", file=err, flush=True)
     return report
-
-
-def still_wrong(before: list[Finding], after: list[Finding]) -> list[Finding]:
-    """Problems of the written copy. A finding that was a problem before the rewrite and only
-    reads as a hint after it stays a problem: renaming keys or rewriting config.json changes
-    how a fact is described, never whether the engine runs the drafter as trained."""
-    was_problem = {f.code for f in before if f.level == PROBLEM}
-    return [f if f.level == PROBLEM else replace(f, level=PROBLEM)
-            for f in after if f.level == PROBLEM or (f.level == HINT and f.code in was_problem)]

@@ -8,8 +8,10 @@ Most facts follow from the state of one patch family on the release (``release.R
 - aux layer ids on SGLang: ``sglang/eagle3-aux-layer-ids`` applied or upstream -> 0.5.13's rule
   in eager and graph mode alike.
 
-The facts the manifests have no home for yet live in the two tables below, and only there;
-tests/test_drafter_release.py proves every row against the published wheels' files.
+The facts the manifests have no home for yet live in the tables below, and only there (every
+comparison of a release's version with a table happens here: ``since`` and the table readers);
+tests/test_drafter_release.py proves every row against the published wheels' files. The launch
+flags each engine takes for an EAGLE-3 drafter are here too (``flag_checks`` judges a line by them).
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .. import launch_facts
+from .. import engine_specs, launch_facts
 from ..manifest import contains
+from ..plan import OK_STATES, State
+from .key_names import LAYERS0, MIDLAYER
 from .release import Release
 
-MIDLAYER = "midlayer."
-LAYERS0 = "layers.0."
 KEYS_FAMILY = "eagle3-drafter-keys"
 AUX_IDS_FAMILY = "eagle3-aux-layer-ids"  # backports 0.5.11's no-re-call and 0.5.13's shift rule
 MLA_CAPTURE_FAMILY = "mla-aux-capture"  # vllm: DeepSeek/Kimi targets capture aux states (upstream 0.18.0)
@@ -37,16 +39,9 @@ CONFIG_AUX_IDS_FAMILY = "eagle3-config-aux-ids"  # vllm: both runners read eagle
 EAGLE31_FAMILY = "eagle31-switches"  # vllm
 SGLANG_GUARDS_FAMILY = "eagle3-drafter-guards"  # sglang: switches and a missing d2t refused at load
 
-# The first release whose model registry resolves each architecture (vLLM renames a drafter's
-# "X" to "Eagle3X" unless it starts with Eagle3: transformers_utils/configs/eagle.py; from 0.10.1
-# "...Eagle3" endings are kept). SGLang resolves a class by its __name__ (EntryClass).
-REGISTERED_SINCE: dict[str, dict[str, str]] = {
-    "vllm": {"Eagle3LlamaForCausalLM": "0.9.0", "LlamaForCausalLMEagle3": "0.10.1",
-             "Eagle3DeepseekV2ForCausalLM": "0.18.0", "Eagle3DeepseekV3ForCausalLM": "0.18.0",
-             "DeepseekV3ForCausalLM": "0.9.0", "KimiK25ForConditionalGeneration": "0.15.0"},
-    "sglang": {"LlamaForCausalLMEagle3": "0.5.1", "Eagle3DeepseekV2ForCausalLM": "0.5.12",
-               "DeepseekV3ForCausalLM": "0.5.1", "KimiK25ForConditionalGeneration": "0.5.9"},
-}
+# The first release whose model registry resolves each architecture: each engine's description
+# (engine_specs.<engine>.SPEC.registered_since).
+REGISTERED_SINCE: dict[str, dict[str, str]] = {s.name: s.registered_since for s in engine_specs.ALL}
 
 # SGLang's DeepSeek/Kimi capture as published, before our aux-ids family: whether building the
 # CUDA graphs (CudaGraphRunner.__init__, from 0.5.6 also ModelRunner._dummy_run) re-calls
@@ -59,9 +54,34 @@ _SGLANG_AUX_AS_PUBLISHED: tuple[tuple[SpecifierSet, bool, str], ...] = (
 )
 
 
+# The first release with each behaviour the checks ask about (``since`` compares; nothing else does).
+SPECULATORS_CONFIG = "reads speculators configs"  # vLLM: transformers_utils/configs/speculators/
+MULTI_LAYER_LLAMA = "builds a multi-layer Llama drafter"  # vLLM: before it, one layer whatever the config
+V2_RUNNER = "has the v2 model runner"  # vllm/v1/worker/gpu/, VLLM_USE_V2_MODEL_RUNNER=1
+V2_AUX = "has the v2 runner's EAGLE-3 aux path"  # gpu/spec_decode/eagle/eagle3_utils.py
+V1_EAGLE_CONFIG_IDS = "v1 reads eagle_config ids"
+SKIPS_INPUT_NORM = "skips input_norm.* when norm_before_fc is off"
+MAPS_LAYERS0 = "maps layers.0.* itself"  # SGLang: legacy_name_map, #24663 (0.5.12 moved to self.layers)
+SINCE: dict[str, dict[str, Version]] = {
+    "vllm": {SPECULATORS_CONFIG: Version("0.10.1.1"), MULTI_LAYER_LLAMA: Version("0.11.1"),
+             V2_RUNNER: Version("0.12.0"), V2_AUX: Version("0.17.0"), V1_EAGLE_CONFIG_IDS: Version("0.22.0"),
+             SKIPS_INPUT_NORM: Version("0.18.0")},
+    "sglang": {MAPS_LAYERS0: Version("0.5.12")},
+}
+
+
+def since(release: Release, behaviour: str) -> bool | None:
+    """Whether the release has ``behaviour``; None: no release known. False for an engine the
+    table has no entry for (it never has that behaviour)."""
+    if release.version is None:
+        return None
+    first = SINCE[release.name].get(behaviour)
+    return first is not None and release.version >= first
+
+
 def registered_since(engine: str, arch: str) -> Version | None:
-    since = REGISTERED_SINCE[engine].get(arch)
-    return Version(since) if since else None
+    first = REGISTERED_SINCE[engine].get(arch)
+    return Version(first) if first else None
 
 
 def registers(release: Release, arch: str) -> bool | None:
@@ -71,17 +91,17 @@ def registers(release: Release, arch: str) -> bool | None:
         return None
     if release.version < min(Version(v) for v in REGISTERED_SINCE[release.name].values()):
         return None
-    since = registered_since(release.name, arch)
-    return since is not None and release.version >= since
+    first = registered_since(release.name, arch)
+    return first is not None and release.version >= first
 
 
-# SGLang maps `layers.0.*` itself from 0.5.12 (legacy_name_map, #24663): our v2 of
-# eagle3-drafter-keys only makes that loader loud, so its state says nothing about key names there.
-SGLANG_MAPS_LAYERS0 = Version("0.5.12")
+# SGLang maps `layers.0.*` itself from 0.5.12: our v2 of eagle3-drafter-keys only makes that
+# loader loud, so its state says nothing about key names there.
+SGLANG_MAPS_LAYERS0 = SINCE["sglang"][MAPS_LAYERS0]
 
 
 def _native_layers0(release: Release) -> bool:
-    return release.name == "sglang" and release.version is not None and release.version >= SGLANG_MAPS_LAYERS0
+    return bool(since(release, MAPS_LAYERS0))
 
 
 def loader_accepts(release: Release) -> frozenset[str] | None:
@@ -89,24 +109,23 @@ def loader_accepts(release: Release) -> frozenset[str] | None:
     state = release.state(KEYS_FAMILY)
     if state is None:
         return None
-    both = state in ("applied", "upstream") or _native_layers0(release)
+    both = state in OK_STATES or _native_layers0(release)
     return frozenset({MIDLAYER, LAYERS0}) if both else frozenset({MIDLAYER})
 
 
 def accepts_via_our_patch(release: Release, scheme: str) -> bool:
-    return scheme == LAYERS0 and release.state(KEYS_FAMILY) == "applied" and not _native_layers0(release)
+    return scheme == LAYERS0 and release.state(KEYS_FAMILY) is State.APPLIED and not _native_layers0(release)
 
 
 def unknown_keys_fail_loudly(release: Release) -> bool:
     # SGLang's load_weights has `if name in params_dict:` and no else in every release; our
     # eagle3-drafter-keys variant adds the raise. vLLM indexes params_dict: a KeyError.
-    return release.name == "vllm" or release.state(KEYS_FAMILY) == "applied"
+    return release.name == "vllm" or release.state(KEYS_FAMILY) is State.APPLIED
 
 
 def reads_speculators_config(release: Release) -> bool:
     """Whether the release understands a `speculators`-format config.json."""
-    # vLLM: transformers_utils/configs/speculators/ since 0.10.1.1. SGLang: never.
-    return release.name == "vllm" and release.version is not None and release.version >= Version("0.10.1.1")
+    return bool(since(release, SPECULATORS_CONFIG))  # SGLang: never
 
 
 def max_decoder_layers(release: Release) -> int | None:
@@ -114,8 +133,7 @@ def max_decoder_layers(release: Release) -> int | None:
     if release.version is None:
         return None
     if release.name == "vllm":
-        return 1 if release.version < Version("0.11.1") else None
-    # 0.5.12 moved from self.midlayer to self.layers (with the layers.0 name map).
+        return None if since(release, MULTI_LAYER_LLAMA) else 1
     return None if _native_layers0(release) else 1
 
 
@@ -137,7 +155,7 @@ def shift_rule(release: Release) -> tuple[bool, str] | None:
     """(graph re-call resets ids, which ids get +1: "all" / "first-is-1" / "none") on SGLang."""
     if release.name != "sglang":
         return (False, "none")
-    if release.state(AUX_IDS_FAMILY) in ("applied", "upstream"):
+    if release.state(AUX_IDS_FAMILY) in OK_STATES:
         return (False, "first-is-1")
     if release.version is None:
         return None
@@ -169,9 +187,7 @@ def aux_capture(release: Release, ids: list[int] | None, num_layers: int | None)
 
 
 def correct_algorithm_flag(engine: str) -> str:
-    if engine == "sglang":
-        return "--speculative-algorithm EAGLE3"
-    return """--speculative-config '{"method": "eagle3", "model": "DRAFTER", "num_speculative_tokens": 3}'"""
+    return engine_specs.spec(engine).launch.eagle3_flags
 
 
 # --- which ids each engine path reads, and whether the target captures at all -----------------
@@ -182,16 +198,16 @@ def correct_algorithm_flag(engine: str) -> str:
 # 0.22.0, v2 never (from 0.27.0 it reads `eagle_config["layer_ids"]`, a key no training tool
 # writes). From 0.29.0 `VllmConfig.use_v2_model_runner` makes v2 the default for DeepSeek/Kimi
 # targets with EAGLE-3. SGLang reads `eagle_config` only (ModelRunner.initialize).
-VLLM_V2_RUNNER_SINCE = Version("0.12.0")
-VLLM_V2_AUX_SINCE = Version("0.17.0")
-VLLM_V1_READS_EAGLE_CONFIG_IDS = Version("0.22.0")
+VLLM_V2_AUX_SINCE = SINCE["vllm"][V2_AUX]
+VLLM_V1_READS_EAGLE_CONFIG_IDS = SINCE["vllm"][V1_EAGLE_CONFIG_IDS]
 K25_TARGET = "KimiK25ForConditionalGeneration"
 V1, V2 = "v1", "v2"
 
 
 def after_apply(release: Release) -> Release:
     """The release once 'patcher apply' has run on it: every pending (or lost) family applied."""
-    fams = tuple(replace(f, state="applied", detail="after 'patcher apply'") if f.state in ("pending", "lost")
+    fams = tuple(replace(f, state=State.APPLIED, detail="after 'patcher apply'")
+                 if f.state in (State.PENDING, State.LOST)
                  else f for f in release.families)
     return replace(release, families=fams)
 
@@ -199,11 +215,11 @@ def after_apply(release: Release) -> Release:
 def _fixed(release: Release, family: str) -> bool | None:
     """Whether ``<engine>/<family>`` holds on the release; None: no such family for this engine."""
     state = release.state(family)
-    return None if state is None else state in ("applied", "upstream")
+    return None if state is None else state in OK_STATES
 
 
 def vllm_runners(release: Release) -> tuple[str, ...]:
-    if release.version is not None and release.version >= VLLM_V2_RUNNER_SINCE:
+    if since(release, V2_RUNNER):
         return (V1, V2)
     return (V1,)
 
@@ -242,7 +258,7 @@ def ids_taken(release: Release, runner: str, top: list[int] | None, in_eagle: li
         return IdsTaken(None, "default")
     if _fixed(release, CONFIG_AUX_IDS_FAMILY):
         return IdsTaken(in_eagle, "eagle_config")
-    if runner == V1 and release.version is not None and release.version >= VLLM_V1_READS_EAGLE_CONFIG_IDS:
+    if runner == V1 and since(release, V1_EAGLE_CONFIG_IDS):
         return IdsTaken(in_eagle, "eagle_config")
     why = ("the v2 runner reads no ids from eagle_config" if runner == V2 else
            f"the v1 runner reads eagle_config ids only from {VLLM_V1_READS_EAGLE_CONFIG_IDS}")
@@ -282,7 +298,7 @@ def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list
         if target_arch in MLA_TARGETS and _fixed(release, MLA_CAPTURE_FAMILY) is False:
             return Capture([], [], f"its DeepSeek/Kimi model has no EAGLE-3 aux capture "
                            f"(vllm/{MLA_CAPTURE_FAMILY} is {release.state(MLA_CAPTURE_FAMILY)})", nothing=True)
-        if runner == V2 and release.version is not None and release.version < VLLM_V2_AUX_SINCE:
+        if runner == V2 and since(release, V2_AUX) is False:
             return Capture([], [], f"the v2 runner has no EAGLE-3 aux path before {VLLM_V2_AUX_SINCE}", nothing=True)
     elif target_arch == K25_TARGET and _fixed(release, K25_CAPTURE_FAMILY) is False:
         return Capture([], [], f"the Kimi-K2.5 wrapper has no EAGLE-3 hooks "
@@ -320,21 +336,21 @@ EAGLE31_READ_SINCE: dict[str, dict[str, dict[str, str]]] = {
 }
 # vLLM's Llama drafter loader skips `input_norm.*` without a word when norm_before_fc is off
 # (skip_substrs); every other tensor without a parameter stops its AutoWeightsLoader.
-VLLM_SKIPS_INPUT_NORM = Version("0.18.0")
+VLLM_SKIPS_INPUT_NORM = SINCE["vllm"][SKIPS_INPUT_NORM]
 HONOURED, REFUSED, DROPPED = "honoured", "refused", "dropped"
 
 
 def switch_read_since(engine: str, switch: str, drafter_class: str, speculators_format: bool) -> Version | None:
     """The first release that runs the switch for this drafter; None: no release does."""
-    since = EAGLE31_READ_SINCE[engine].get(drafter_class, {}).get(switch)
-    if since is None:
+    first = EAGLE31_READ_SINCE[engine].get(drafter_class, {}).get(switch)
+    if first is None:
         return None
     if speculators_format:
         carried = EAGLE31_READ_SINCE[engine].get("speculators", {}).get(switch)
         if carried is None:
             return None
-        return max(Version(since), Version(carried))
-    return Version(since)
+        return max(Version(first), Version(carried))
+    return Version(first)
 
 
 def switch_outcome(release: Release, switch: str, drafter_class: str, speculators_format: bool,
@@ -345,16 +361,16 @@ def switch_outcome(release: Release, switch: str, drafter_class: str, speculator
     from_manifest = _switch_fact(release, switch, drafter_class, speculators_format)
     if from_manifest is not None:
         return from_manifest
-    since = switch_read_since(release.name, switch, drafter_class, speculators_format)
-    if since is not None and release.version >= since:
-        return HONOURED, f"read since {release.name} {since}"
+    first = switch_read_since(release.name, switch, drafter_class, speculators_format)
+    if first is not None and release.version >= first:
+        return HONOURED, f"read since {release.name} {first}"
     guard = EAGLE31_FAMILY if release.name == "vllm" else SGLANG_GUARDS_FAMILY
     if _fixed(release, guard):
         return REFUSED, f"{release.name}/{guard} refuses it at load"
     prefix = SWITCH_WEIGHTS.get(switch)
     if has_weights and prefix is not None:
         if release.name == "vllm":
-            if switch == "norm_before_fc" and drafter_class == "llama" and release.version >= VLLM_SKIPS_INPUT_NORM:
+            if switch == "norm_before_fc" and drafter_class == "llama" and since(release, SKIPS_INPUT_NORM):
                 return DROPPED, f"the loader skips {prefix}* without a message"
             return REFUSED, f"the loader has no parameter for {prefix}* and stops"
         if unknown_keys_fail_loudly(release):
@@ -377,7 +393,7 @@ def _switch_fact(release: Release, switch: str, drafter_class: str, speculators_
     path = "speculators" if speculators_format else "config"
     for fact in fam.family.drafter_facts:
         if (fact.key, fact.path) == (switch, path) and cls in fact.drafter and contains(fact.versions, release.version):
-            fixed = fam.state in ("applied", "upstream")
+            fixed = fam.state in OK_STATES
             state = fact.patched if fixed else fact.published
             how = {"honoured": "read", "refused": "refused at config load", "raises-at-load": "stops the load on it",
                    "dropped": "dropped in silence", "unused": "loaded but never applied"}[state]

@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .facts import LAYERS0, MIDLAYER
-
+# The two spellings of the decoder layer (a checkpoint's names, not an engine's: which spelling a
+# release reads is facts.loader_accepts).
+MIDLAYER = "midlayer."
+LAYERS0 = "layers.0."
 TOP_LEVEL = frozenset({"embed_tokens.weight", "fc.weight", "fc.bias", "norm.weight", "lm_head.weight", "d2t", "t2d"})
 DECODER_PARTS = frozenset({
     "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",

@@ -18,10 +18,8 @@ from packaging.version import Version
 
 from .. import manifest
 from ..engines import Install
-from ..manifest import Family, Refused, Upstream, Variant
-
-ENGINES = manifest.ENGINES
-OK_STATES = ("applied", "upstream")
+from ..manifest import Family, Refused
+from ..plan import OK_STATES, State, Status, declared
 
 
 @dataclass(frozen=True)
@@ -29,11 +27,21 @@ class FamilyState:
     """One family as ``patcher verify`` would report it on this release."""
 
     family: Family
-    state: str  # a patcher.plan.State value: "applied", "pending", "refused", ...
+    state: State  # a plain string is taken as the State it names
     detail: str
     hint: str = ""
     upstream_id: str = ""  # which [[upstream]] entry holds, when state is "upstream"
     use: str = ""  # for "refused": the release the manifest names instead
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", State(self.state))
+
+    @classmethod
+    def of(cls, st: Status, version: Version) -> FamilyState:
+        """``patcher.plan``'s status of the family, as the drafter reads it."""
+        entry = st.family.classify(version)
+        return cls(st.family, st.state, st.detail, st.hint, st.upstream_id if st.state is State.UPSTREAM else "",
+                   entry.use if isinstance(entry, Refused) else "")
 
     @property
     def ok(self) -> bool:
@@ -59,7 +67,7 @@ class Release:
         """The state of ``<engine>/<name>``, or None when no such family covers this engine."""
         return next((f for f in self.families if f.family.name == name), None)
 
-    def state(self, name: str) -> str | None:
+    def state(self, name: str) -> State | None:
         fam = self.family(name)
         return fam.state if fam is not None else None
 
@@ -73,12 +81,7 @@ def from_install(install: Install, source: str = "installed", patches: Path = ma
     from ..plan import assess
 
     fams = manifest.load_all(patches, (install.engine,))
-    states = []
-    for st in assess(install, fams, write.read_state(install)):
-        entry = st.family.classify(install.version)
-        states.append(FamilyState(st.family, st.state.value, st.detail, st.hint,
-                                  st.upstream_id if st.state.value == "upstream" else "",
-                                  entry.use if isinstance(entry, Refused) else ""))
+    states = [FamilyState.of(st, install.version) for st in assess(install, fams, write.read_state(install))]
     return Release(install.engine, install.version, source, tuple(states), install.site, install.python)
 
 
@@ -87,20 +90,5 @@ def from_version(engine: str, version: Version | None, source: str = "flags",
     """A release named on the command line: its published files as the manifests declare them."""
     if version is None:
         return Release(engine, None, source)
-    states = [_declared(f, version) for f in manifest.load_all(patches, (engine,))]
+    states = [FamilyState.of(declared(f, version), version) for f in manifest.load_all(patches, (engine,))]
     return Release(engine, version, source, tuple(states))
-
-
-def _declared(family: Family, version: Version) -> FamilyState:
-    entry = family.classify(version)
-    if isinstance(entry, Variant):
-        return FamilyState(family, "pending", f"the published files need variant {entry.id}",
-                           hint=f"patcher apply --engine {family.engine}")
-    if isinstance(entry, Upstream):
-        return FamilyState(family, "upstream", f"fixed upstream since {entry.since} ({entry.ref})",
-                           upstream_id=entry.id)
-    if isinstance(entry, Refused):
-        return FamilyState(family, "refused", f"{entry.reason}; use {entry.use} or newer", use=entry.use)
-    return FamilyState(family, "unknown release", f"no entry covers {version}; only the files can tell",
-                       hint="install it and run the check there (--python / --site), or use a release "
-                            "from VERSIONS.md")

@@ -8,6 +8,7 @@ compares versions.
 
 from __future__ import annotations
 
+from ..plan import State
 from . import facts
 from .configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
 from .findings import Finding, hint, ok, problem
@@ -42,9 +43,9 @@ def check_setup(release: Release, drafter: DrafterConfig | None = None) -> list[
         if fam.ok:
             out.append(ok(code, f"{fam.family.id}: {fam.state} ({fam.detail})"))
             continue
-        if fam.state == "refused":
+        if fam.state is State.REFUSED:
             todo = f"use {release.name} {fam.use} or newer"
-        elif fam.state in ("pending", "lost"):
+        elif fam.state in (State.PENDING, State.LOST):
             todo = f"run '{release.apply_command()}'"
         else:
             todo = fam.hint

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from patcher import probes
+from patcher import engine_specs, probes
 
 CACHE = Path(os.environ.get("KIMI_PATCHER_CACHE", Path.home() / ".cache" / "kimi-patcher"))
 ENVS = Path(os.environ.get("KIMI_PATCHER_ENVS", CACHE / "envs"))  # one set per concurrent user
@@ -51,16 +51,11 @@ SHIM_TEMPLATE = LOCKS / "sitecustomize.py"
 _MARKER = ".kimi-env-complete"  # written last: holds the lock+shim hash
 _ENGINE_STATE = ".kimi-engine"  # "<engine>==<version>" once swapped in and pruned
 
-# (engine, first release, last release or None = open) -> line. Boundaries follow
-# the engines' own pins: SGLang pins transformers 5 from 0.5.10; vLLM pins
-# transformers<5 up to 0.19 and allows 5.x from 0.20 (requires it from 0.25).
-# Probed releases and results: patcher/maintainer/cpu_envs/NOTES.md.
+# (engine, first release, last release or None = open) -> line, from each engine's description
+# (engine_specs.<engine>.SPEC.cpu_env_lines: the boundaries follow the engines' own transformers
+# pins). Probed releases and results: patcher/maintainer/cpu_envs/NOTES.md.
 LINES: list[tuple[str, str, str | None, str]] = [
-    ("sglang", "0.5.1", "0.5.9", "sglang-old"),
-    ("sglang", "0.5.10", None, "sglang-new"),
-    ("vllm", "0.10.0", "0.19.1", "vllm-old"),
-    ("vllm", "0.20.0", None, "vllm-new"),
-]
+    (s.name, line.first, line.last, line.name) for s in engine_specs.ALL for line in s.cpu_env_lines]
 
 # seconds: one import (tests), or the whole import table (run_probes); a cold import on 2 busy cores is < 30 s
 PROBE_TIMEOUT = 600
@@ -82,23 +77,11 @@ def line_for(engine: str, version: str) -> str:
 
 def shims_for(engine: str, version: str) -> frozenset[str]:
     """The sitecustomize shims ``engine==version`` needs (see cpu_envs/sitecustomize.py)."""
+    if engine not in engine_specs.BY_NAME:
+        raise ValueError(engine)
     v = _v(version)
-    if engine == "sglang":
-        shims = {"torchvision"}
-        if v < _v("0.5.11"):  # 0.5.10.x still imports sgl_kernel unguarded (deepseek_v2 probes)
-            shims.add("sgl_kernel")
-        if v < _v("0.5.8"):
-            shims.add("vllm")
-        if v < _v("0.5.3"):
-            shims.add("torch_cpu_amx")
-        return frozenset(shims)
-    if engine == "vllm":
-        # numba, llguidance, openai_harmony, gguf, diskcache, xgrammar, mistral_common, fastapi:
-        # what vllm.v1.worker.gpu_model_runner imports beyond the locks (eagle3-config-aux-ids
-        # probes its aux-layer reader)
-        return frozenset({"torch_ops_C", "numba", "llguidance", "openai_harmony", "gguf", "diskcache",
-                          "xgrammar", "mistral_common", "fastapi"})
-    raise ValueError(engine)
+    return frozenset(shim for shim, before in engine_specs.spec(engine).cpu_shims
+                     if before is None or v < _v(before))
 
 
 @dataclass(frozen=True)

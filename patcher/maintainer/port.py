@@ -5,7 +5,7 @@ pre-image, refused evidence) is reported and stops there. Otherwise the nearest 
 carried by a three-way merge (patcher/maintainer/merge.py): base = the pristine file of the
 newest release that variant covers, ours = base with the variant, theirs = the new release's
 pristine file. The candidate is proven as the release harness proves a shipped variant
-(patcher/maintainer/prove_variant.py) on a scratch copy of the patch set; only a proven candidate is
+(patcher/maintainer/port_proof.py) on a scratch copy of the patch set; only a proven candidate is
 offered. ``out`` receives ``<family>/<id>.diff``, ``<family>/patch.toml`` and ``releases.txt``
 as they would be committed. Exit: 0 every family proven or held, 1 a person is needed (the
 outcome says which lines upstream changed and what the merge could not decide), 2 usage.
@@ -26,8 +26,8 @@ from packaging.version import Version
 from .. import engines, hunks, manifest, matrix
 from ..errors import PatcherError
 from ..manifest import Family, Variant, contains
-from ..plan import Files, _evidence
-from . import manifest_edit, merge, newcode, prove_variant, wheels
+from ..plan import Files, evidence_fails
+from . import manifest_edit, merge, new_upstream_code, port_proof, wheels
 
 
 @dataclass
@@ -93,7 +93,7 @@ def _select(req: Request) -> list[Family]:
 
 def _held(family: Family, files: Files, version: str, releases: list[str]) -> Outcome | None:
     for up in family.upstream:
-        if _evidence(files, up) is None:
+        if evidence_fails(files, up) is None:
             return Outcome(family.id, "held", f"upstream since {up.since} ({up.ref}): its evidence holds")
     for v in family.variants:
         fps = family.patches[v.id]
@@ -108,7 +108,7 @@ def _held(family: Family, files: Files, version: str, releases: list[str]) -> Ou
             return Outcome(family.id, "held", f"variant {v.id}'s pre-image matches byte for byte: its range grows",
                            variant=v.id, manifest=toml, versions_md=f"patch {v.id}")
     for ref in family.refused:
-        if ref.evidence and _evidence(files, ref) is None:
+        if ref.evidence and evidence_fails(files, ref) is None:
             return Outcome(family.id, "held", f"refused: {ref.reason} (its evidence holds); use {ref.use}")
     return None
 
@@ -243,11 +243,11 @@ def _candidate(req: Request, family: Family, source: Variant, base: str, base_tr
     assert out.variant is not None
     out.diff = _diff(derived)
     ours = family.patches[source.id]
-    out.report += newcode.copies(ours, base_tree, tree, hunks.parse(out.diff, f"{out.variant}.diff"))
-    out.report += newcode.wrappers(ours, base_tree, tree, family.engine)
-    out.report += newcode.new_failures(ours, base_tree, tree)
-    out.report += newcode.switch_setters(ours, base_tree, tree, family.engine)
-    out.report += newcode.sibling_modules(ours, base_tree, tree)
+    out.report += new_upstream_code.copies(ours, base_tree, tree, hunks.parse(out.diff, f"{out.variant}.diff"))
+    out.report += new_upstream_code.wrappers(ours, base_tree, tree, family.engine)
+    out.report += new_upstream_code.new_failures(ours, base_tree, tree)
+    out.report += new_upstream_code.switch_setters(ours, base_tree, tree, family.engine)
+    out.report += new_upstream_code.sibling_modules(ours, base_tree, tree)
     releases_txt = manifest_edit.add_release((req.root / req.engine / "releases.txt").read_text(), req.version)
     out.manifest = manifest_edit.add_variant((family.folder / "patch.toml").read_text(), source.id, out.variant,
                                              req.version, releases, _modules(out.moved))
@@ -256,7 +256,7 @@ def _candidate(req: Request, family: Family, source: Variant, base: str, base_tr
                                    out.diff, releases_txt, Path(tmp))
         fam = manifest.load(scratch / req.engine / family.name)  # the new manifest obeys the rules
         out.versions_md = matrix.cell(fam, req.version)
-        ok, out.proofs = prove_variant.run(req.engine, req.version, family.id, scratch, req.root, tree, set(derived),
+        ok, out.proofs = port_proof.run(req.engine, req.version, family.id, scratch, req.root, tree, set(derived),
                                    probes_too=req.probes and not out.report, env_release=req.env_release)
     carried = f"{out.variant} carried from {source.id} (written for {base})"
     if not ok:

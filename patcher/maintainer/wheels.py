@@ -24,16 +24,16 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from patcher import engine_specs
+
 CACHE = Path(os.environ.get("KIMI_PATCHER_CACHE", Path.home() / ".cache" / "kimi-patcher"))
 TREES = CACHE / "trees"
 _DONE = ".complete"
 
-# Coverage window of the compatibility matrix: every published release from the
-# first one we reason about to the newest on the index when the matrix was made.
-WINDOW = {
-    "vllm": "0.9.0",
-    "sglang": "0.5.1",
-}
+# Coverage window of the compatibility matrix: every published release from the first one we
+# reason about (each engine's description: engine_specs.<engine>.SPEC.first_covered) to the
+# newest on the index when the matrix was made.
+WINDOW = {s.name: s.first_covered for s in engine_specs.ALL}
 
 
 def _keep(name: str) -> bool:

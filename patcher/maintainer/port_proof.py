@@ -1,4 +1,4 @@
-"""Prove a candidate variant the way the release harness proves a shipped one.
+"""``patcher port``'s proof: a candidate variant, proven the way the release harness proves a shipped one.
 
 On the published files of the release (a scratch copy of its dist-info and the target
 files): strict apply through patcher's own apply (patcher.hunks, no fuzz), every patched

@@ -1,4 +1,4 @@
-"""Upstream code a carried variant does not cover, found by five narrow signs.
+"""``patcher port``: upstream code a carried variant does not cover, found by five narrow signs.
 
 A merge carries our hunks to where their text went; it cannot know that upstream grew new
 code needing the same fix. Two signs, each measured on our own history (both fire on the

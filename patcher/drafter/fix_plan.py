@@ -1,6 +1,6 @@
 """``drafter fix``, the plan: which tensors to rename and which config.json to write so that
 the chosen engine release reads the drafter as trained. Pure: reads headers, writes nothing
-(``fix.write_fix`` does the writing).
+(``fix_copy.write_fix`` does the writing).
 
 What the copy gets, and why:
 - key names every release of that engine reads without our patches where one exists
@@ -25,8 +25,7 @@ from . import facts
 from .checkpoint import Checkpoint
 from .configs import SPECULATORS, DrafterConfig, TargetConfig, parse_drafter_config
 from .errors import DrafterInputError, FixFailed
-from .facts import LAYERS0, MIDLAYER
-from .key_names import decoder_key, rename, scheme_of
+from .key_names import LAYERS0, MIDLAYER, decoder_key, rename, scheme_of
 from .release import Release
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"

@@ -1,6 +1,7 @@
-"""The README's main job: patch a real published release and watch its probes pass.
+"""The README's demo: patch a real published release and watch its probes pass (port proves its
+candidates with ``port_proof``, not with this).
 
-    python -m patcher.maintainer.prove --engine sglang --version 0.5.9
+    python -m patcher.maintainer.demo --engine sglang --version 0.5.9
 
 1. fetches the published wheel (cached in ~/.cache/kimi-patcher/trees);
 2. builds, or reuses, the CPU import environment of that release line
@@ -25,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from patcher import engine_specs
 from patcher.maintainer import cpu_env, wheels
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,8 +78,8 @@ def prove(engine: str, version: str, keep: bool = False, say: Callable[[str], No
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m patcher.maintainer.prove", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang")
+    ap = argparse.ArgumentParser(prog="python -m patcher.maintainer.demo", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--engine", choices=engine_specs.NAMES, default="sglang")
     ap.add_argument("--version", default="0.5.9", help="a published release of the engine")
     ap.add_argument("--keep", action="store_true", help="leave the environment patched")
     return ap

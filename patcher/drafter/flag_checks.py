@@ -11,24 +11,17 @@ import json
 import shlex
 from pathlib import Path
 
+from ..launch_command import option_values
 from .errors import DrafterInputError
 from .facts import correct_algorithm_flag
 from .findings import Finding, hint, ok, problem
 
-# vLLM's FlexibleArgumentParser turns "_" into "-" in option names, so it takes
-# --speculative_config too; SGLang's plain argparse stops at an unknown spelling (loudly).
-_SPELLINGS = {"--speculative-config": ("--speculative-config", "--speculative_config")}
-
 
 def _values(argv: list[str], flag: str) -> list[str]:
-    out = []
-    for i, arg in enumerate(argv):
-        for name in _SPELLINGS.get(flag, (flag,)):
-            if arg == name and i + 1 < len(argv):
-                out.append(argv[i + 1])
-            elif arg.startswith(name + "="):
-                out.append(arg[len(name) + 1:])
-    return out
+    # Every option is read with its owner's spellings, whichever engine the line is checked for:
+    # `--speculative_config` on an SGLang line is still vLLM's flag, named as such.
+    owner = "vllm" if flag == "--speculative-config" else "sglang"
+    return option_values(argv, owner, flag)
 
 
 def guess_engine(flags: str) -> str | None:
