@@ -14,12 +14,11 @@ import pytest
 
 from patcher import actions, bytecode, engines, write
 from patcher.errors import WriteError
-from tests import test_guarantees, test_plan
-from tests.support import toy
-from tests.test_guarantees import _Killed as Killed
-from tests.test_guarantees import cli, family, install
+from tests import test_plan
+from tests.support import toy, toy_venv
+from tests.support.toy_venv import Killed, cli, family, install
 
-venv = test_guarantees.venv  # the toy engine's venv fixture, shared
+venv = toy_venv.venv
 
 
 def _opts(python: Path, patches: Path) -> actions.Options:

@@ -6,7 +6,6 @@ still passes with its guarantee removed is a defect.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import stat
@@ -18,52 +17,13 @@ from pathlib import Path
 import pytest
 
 from patcher import actions, bytecode, engines, manifest, write
-from patcher.__main__ import main
 from patcher.errors import LockBusy, PatcherError
 from patcher.plan import State
-from tests.support import toy
+from tests.support import toy, toy_venv
+from tests.support.toy_venv import Killed, as_engine, cli, family, install, only, site_of
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def site_of(python: Path) -> Path:
-    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True)
-    return Path(out.stdout.strip())
-
-
-def family(root: Path, extra: str = "") -> Path:
-    """The toy family, with ``extra`` TOML appended to its manifest."""
-    toy.write_family(root)
-    manifest = root / toy.ENGINE / "fix" / "patch.toml"
-    manifest.write_text(manifest.read_text() + extra)
-    return root
-
-
-@pytest.fixture
-def venv(tmp_path, monkeypatch):
-    """A venv for the toy engine; `--engine all` on the CLI means the toy engine here."""
-    monkeypatch.setattr(manifest, "ENGINES", (toy.ENGINE,))
-    python = toy.make_venv(tmp_path / "venv")
-    return python, site_of(python)
-
-
-def install(python: Path, tmp_path: Path, version: str = "1.0", core: str = toy.MODULE_V1, *extra: str) -> None:
-    wheels = tmp_path / "wheels"
-    wheels.mkdir(exist_ok=True)
-    toy.pip_install(python, toy.build_wheel(wheels, version, core), "--force-reinstall", *extra)
-
-
-def cli(*argv: str) -> tuple[int, list | dict, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), out=out, err=err)
-    text = out.getvalue()
-    return code, (json.loads(text) if text.strip() else {}), err.getvalue()
-
-
-def only(report) -> object:
-    (st,) = report.statuses
-    return st
+venv = toy_venv.venv
 
 
 # ------------------------------------------------------------------ requires: blocked, warning, --strict
@@ -186,10 +146,6 @@ def test_refusal_whose_evidence_does_not_hold_says_so(venv, tmp_path):
 # ------------------------------------------------------------------ torn backup
 
 
-class _Killed(BaseException):
-    pass
-
-
 def test_torn_backup_is_refused_by_its_hash(venv, tmp_path, monkeypatch):
     """A run killed after its renames leaves a journal; if the backup it would restore is torn,
     recovery refuses (exit 2) rather than writing it. Broken by: write._recover skipping the
@@ -203,11 +159,11 @@ def test_torn_backup_is_refused_by_its_hash(venv, tmp_path, monkeypatch):
     def killed_at_state(*a, **kw):
         def step(name):
             if name == "state":
-                raise _Killed(name)
+                raise Killed(name)
         return real_commit(*a, **{**kw, "step": step})
 
     monkeypatch.setattr(write, "commit", killed_at_state)
-    with pytest.raises(_Killed):
+    with pytest.raises(Killed):
         actions.apply(toy.ENGINE, opts)
     monkeypatch.setattr(write, "commit", real_commit)
     core = site / "toyengine" / "core.py"
@@ -353,11 +309,6 @@ def test_verify_takes_the_shared_lock(venv, tmp_path):
 # ------------------------------------------------------------------ the Docker path and detect.py
 
 
-def _as_engine(monkeypatch, name: str) -> None:
-    """The toy wheel published under a real engine's name, so `--engine all` picks it up."""
-    monkeypatch.setattr(toy, "ENGINE", name)
-
-
 def _engine_family(root: Path, engine: str) -> Path:
     fam = root / engine / "fix"
     fam.mkdir(parents=True)
@@ -371,7 +322,7 @@ def test_default_docker_path_patches_the_running_interpreters_engine(tmp_path, m
     """`python -m patcher apply` with no --python/--site/--engine, run by the venv's own python,
     finds the engine installed in that venv (the README's Dockerfile). Broken by: engines.find
     defaulting to another interpreter than sys.executable."""
-    _as_engine(monkeypatch, "sglang")
+    as_engine(monkeypatch, "sglang")
     venv = tmp_path / "venv"
     python = toy.make_venv_seeing_ours(venv)
     wheels = tmp_path / "wheels"
@@ -399,7 +350,7 @@ def test_detect_reports_the_installed_engine_and_its_key_family_state(tmp_path, 
     state from the shipped manifests (a release in an upstream range whose file holds the evidence:
     upstream; without it: conflict). Broken by: drafter_detect returning no state or looking the
     engine up in another interpreter."""
-    _as_engine(monkeypatch, "sglang")
+    as_engine(monkeypatch, "sglang")
     venv = tmp_path / "venv"
     python = toy.make_venv_seeing_ours(venv)
     wheels = tmp_path / "wheels"

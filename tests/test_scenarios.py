@@ -12,7 +12,10 @@ import pytest
 from patcher import actions
 from patcher.engines import sha256_record
 from patcher.plan import State
-from tests.support import toy
+from tests.support import toy, toy_venv
+from tests.support.toy_venv import state
+
+env = toy_venv.env
 
 
 def site_of(python: Path) -> Path:
@@ -28,23 +31,6 @@ def snapshot(root: Path) -> dict[str, str]:
         if p.is_file() and ".kimi-patcher" not in p.parts:
             out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
-
-
-@pytest.fixture
-def env(tmp_path):
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    python = toy.make_venv(tmp_path / "venv")
-    wheel = toy.build_wheel(wheels, "1.0")
-    toy.pip_install(python, wheel)
-    patches = toy.write_family(tmp_path / "patches")
-    opts = actions.Options(python=str(python), patches=patches)
-    return python, wheel, opts, site_of(python)
-
-
-def state(report):
-    (st,) = report.statuses
-    return st
 
 
 def test_apply_verify_reapply_revert(env):
