@@ -4,17 +4,14 @@ surviving mutants the test now kills. The run and its verdicts: benchmarks/MUTAT
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
 
-from patcher import actions, bytecode, engines, write
+from patcher import actions, engines, write
 from patcher.errors import WriteError
-from tests import test_plan
 from tests.support import toy, toy_venv
 from tests.support.toy_venv import Killed, cli, family, install
 
@@ -139,7 +136,6 @@ def test_a_rolled_back_write_gives_the_state_file_back(venv, tmp_path):
     assert (state.read_bytes(), core.read_bytes()) == before
 
 
-
 def test_a_state_file_planted_as_a_symlink_is_not_read_through(venv, tmp_path):
     """Nothing of ours is read through a symlink, even one to a well-formed state file.
     Survivor write._read_own O_RDONLY & O_NOFOLLOW (the flag dropped)."""
@@ -194,7 +190,6 @@ def test_rollback_restores_a_file_deleted_after_the_kill(venv, tmp_path):
     r = actions.apply(toy.ENGINE, opts)
     assert "rolled back an interrupted run: toyengine/core.py" in r.notes
     assert core.read_text() == toy.PATCHED and r.changed == ["toyengine/core.py"]
-
 
 
 def _killed_run(venv, tmp_path) -> tuple[Path, Path, Path]:
@@ -438,141 +433,3 @@ def test_a_family_without_probes_to_run_does_not_stop_the_next_ones(venv, tmp_pa
     states = {st.family.id: (st.state.value, [p["status"] for p in st.probes]) for st in report.statuses}
     assert [st.family.id for st in report.statuses][0] == f"{toy.ENGINE}/a-refused", states
     assert states[f"{toy.ENGINE}/fix"] == ("applied", ["passed"]), states
-
-
-# ------------------------------------------------------------------ bytecode.recompile (benchmarks/MUTATION.md)
-
-def _fake_python(tmp_path: Path, body: str) -> engines.Install:
-    """An install whose interpreter is a shell script doing ``body``: recompile's failure paths."""
-    tmp_path.mkdir(exist_ok=True)
-    script = tmp_path / "python"
-    script.write_text("#!/bin/sh\n" + body + "\n")
-    script.chmod(0o755)
-    inst = test_plan.install(tmp_path, {test_plan.CORE: "X = 1\n"})
-    return dataclasses.replace(inst, python=str(script))
-
-
-def _one_module(inst: engines.Install) -> list[bytecode.Compiled]:
-    return [bytecode.Compiled(str(inst.site / test_plan.CORE), 0, "TIMESTAMP")]
-
-
-def test_a_failed_rebuild_reports_the_interpreters_last_line_whatever_its_bytes(tmp_path):
-    """stderr is not always UTF-8 (a locale, a compiler message): the last line comes back with
-    the bad byte replaced, never a UnicodeDecodeError after the commit point.
-    Survivors bytecode.recompile errors="XXreplaceXX" / "REPLACE" (unknown handlers raise on the byte)."""
-    inst = _fake_python(tmp_path, r"printf 'first\nSyntaxError in caf\351.py\n' >&2; exit 3")
-    assert bytecode.recompile(inst, _one_module(inst)) == "SyntaxError in caf\ufffd.py"
-    quiet = _fake_python(tmp_path / "quiet", "exit 3")
-    assert bytecode.recompile(quiet, _one_module(quiet)) == "exit 3"
-    loud = _fake_python(tmp_path / "loud", "printf '%0400d\\n' 0 >&2; exit 3")  # one 400-character line
-    assert bytecode.recompile(loud, _one_module(loud)) == "0" * 300  # cut at 300 (survivor: [:301])
-
-
-def test_a_hanging_rebuild_is_stopped_and_reported(tmp_path, monkeypatch):
-    """An interpreter that never returns does not hang apply: the rebuild gives up after
-    COMPILE_TIMEOUT and says so (it used to print the first 300 characters of the command line,
-    which never reached the words "timed out"). Survivors bytecode.recompile timeout=None / dropped."""
-    monkeypatch.setattr(bytecode, "COMPILE_TIMEOUT", 0.5)
-    inst = _fake_python(tmp_path, "exec sleep 30")
-    started = time.monotonic()
-    failed = bytecode.recompile(inst, _one_module(inst))
-    assert failed == f"{inst.python} did not finish compiling in 0.5 s"
-    assert time.monotonic() - started < 10
-
-
-# ------------------------------------------------------------------ bytecode.cached_files/shipped/remove, in a folder
-
-TAG = "cpython-311"
-
-
-def _pyc(path: Path, flags: int) -> Path:
-    """A pyc header: magic, the PEP 552 flags word, then 8 bytes that are not zero (a hash or
-    mtime+size), so a read of the wrong bytes cannot pass for the flags."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"\x00\x00\r\n" + flags.to_bytes(4, "little") + b"\xff" * 8)
-    return path
-
-
-def _folder_install(tmp_path: Path, cache_tag: str | None = TAG) -> engines.Install:
-    inst = test_plan.install(tmp_path, {test_plan.CORE: "X = 1\n", "toyengine/coremore.py": "Y = 1\n"})
-    return dataclasses.replace(inst, cache_tag=cache_tag)
-
-
-def test_cached_files_are_the_modules_pycs_of_every_tag_and_its_legacy_pyc(tmp_path):
-    """Every tag and level of this module, the legacy pyc beside it; never another module's,
-    even one whose name starts with this one's. Fast twin of test_guarantees' venv test."""
-    inst = _folder_install(tmp_path)
-    cache = inst.site / "toyengine" / "__pycache__"
-    ours = {_pyc(cache / f"core.{TAG}.pyc", 0), _pyc(cache / "core.cpython-399.opt-2.pyc", 0),
-            _pyc(inst.site / "toyengine" / "core.pyc", 0)}
-    _pyc(cache / f"coremore.{TAG}.pyc", 0)
-    _pyc(cache / f"core_x.{TAG}.pyc", 0)
-    assert sorted(bytecode.cached_files(inst, test_plan.CORE)) == sorted(ours)
-    assert bytecode.cached_files(inst, "toyengine/absent.py") == []
-
-
-def test_shipped_reads_level_and_mode_of_this_interpreters_pycs_only(tmp_path):
-    """Level from the name (none, opt-1, opt-2), mode from the flags word (0/1/3, anything else
-    timestamp); other tags and the legacy pyc are removed, never rebuilt. A pyc that cannot be read
-    is skipped and the scan goes on."""
-    inst = _folder_install(tmp_path)
-    cache = inst.site / "toyengine" / "__pycache__"
-    _pyc(cache / f"core.{TAG}.pyc", 1)
-    _pyc(cache / f"core.{TAG}.opt-1.pyc", 3)
-    _pyc(cache / f"core.{TAG}.opt-2.pyc", 0)
-    _pyc(cache / "core.cpython-399.pyc", 1)
-    _pyc(inst.site / "toyengine" / "core.pyc", 1)
-    _pyc(cache / f"coremore.{TAG}.pyc", 2)  # damaged flags word
-    src, more = str(inst.site / test_plan.CORE), str(inst.site / "toyengine/coremore.py")
-    got = bytecode.shipped(inst, [test_plan.CORE, "toyengine/coremore.py"])
-    assert sorted(got, key=lambda c: (c.source, c.optimize)) == [
-        bytecode.Compiled(src, 0, "UNCHECKED_HASH"), bytecode.Compiled(src, 1, "CHECKED_HASH"),
-        bytecode.Compiled(src, 2, "TIMESTAMP"), bytecode.Compiled(more, 0, "TIMESTAMP")]
-    assert bytecode.shipped(_folder_install(tmp_path / "no-python", cache_tag=None), [test_plan.CORE]) == []
-
-
-def test_shipped_skips_an_unreadable_pyc_and_reads_the_next(tmp_path, monkeypatch):
-    inst = _folder_install(tmp_path)
-    cache = inst.site / "toyengine" / "__pycache__"
-    unreadable = cache / f"core.{TAG}.opt-1.pyc"
-    unreadable.mkdir(parents=True)  # read_bytes() raises IsADirectoryError
-    good = _pyc(cache / f"core.{TAG}.pyc", 1)
-    monkeypatch.setattr(bytecode, "cached_files", lambda install, rel: [unreadable, good])
-    assert bytecode.shipped(inst, [test_plan.CORE]) == [
-        bytecode.Compiled(str(inst.site / test_plan.CORE), 0, "UNCHECKED_HASH")]
-
-
-def test_remove_deletes_every_cached_pyc_and_a_vanished_one_is_no_error(tmp_path, monkeypatch):
-    """Another process importing the engine may delete or rewrite a pyc between our listing and
-    our unlink: that is not an error, and the rest still go."""
-    inst = _folder_install(tmp_path)
-    cache = inst.site / "toyengine" / "__pycache__"
-    pycs = [_pyc(cache / f"core.{TAG}.pyc", 0), _pyc(cache / "core.cpython-399.pyc", 0),
-            _pyc(cache / f"coremore.{TAG}.pyc", 0)]
-    bytecode.remove(inst, [test_plan.CORE, "toyengine/coremore.py"])
-    assert not any(p.exists() for p in pycs)
-    gone, left = cache / f"core.{TAG}.opt-1.pyc", _pyc(cache / f"core.{TAG}.pyc", 0)
-    monkeypatch.setattr(bytecode, "cached_files", lambda install, rel: [gone, left])
-    bytecode.remove(inst, [test_plan.CORE])
-    assert not left.exists()
-
-
-def test_cached_files_under_the_prefix_mirror_the_imported_path_and_the_real_one(tmp_path):
-    """CPython writes under sys.pycache_prefix the path it imported from, not resolved
-    (importlib's cache_from_source); a process that imports through the real path writes there.
-    Both go. Before: only the resolved mirror (test_scenarios' symlinked-venv case left the
-    stale unchecked-hash pyc in place and the engine ran the old code). Mutmut survivor
-    cached_files lstrip("XX/XX") is equivalent: after the root slash no path here starts with X."""
-    real = _folder_install(tmp_path / "real")
-    (tmp_path / "link").symlink_to(tmp_path / "real")
-    prefix = tmp_path / "prefix"
-    inst = dataclasses.replace(real, site=tmp_path / "link" / "site", pycache_prefix=str(prefix))
-    pkg = inst.site / "toyengine"
-    mirrors = [prefix / str(pkg).lstrip("/"), prefix / str(pkg.resolve()).lstrip("/")]
-    assert mirrors[0] != mirrors[1]
-    pycs = [_pyc(m / f"core.{TAG}.pyc", 1) for m in mirrors]
-    assert sorted(bytecode.cached_files(inst, test_plan.CORE)) == sorted(pycs)
-    assert sorted(bytecode.cached_files(real, test_plan.CORE)) == []  # no prefix: none of those
-    # one rebuild for the two: py_compile writes a single place, the mirror Python imports from
-    assert bytecode.shipped(inst, [test_plan.CORE]) == [
-        bytecode.Compiled(str(inst.site / test_plan.CORE), 0, "UNCHECKED_HASH")]

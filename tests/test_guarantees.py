@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher import actions, bytecode, engines, manifest, write
+from patcher import actions, engines, manifest, write
 from patcher.errors import LockBusy, PatcherError
 from patcher.plan import State
 from tests.support import toy, toy_venv
@@ -182,60 +182,6 @@ def test_torn_backup_is_refused_by_its_hash(venv, tmp_path, monkeypatch):
     assert backup.read_bytes() == toy.MODULE_V1.encode()[:20]  # evidence kept for the user
 
 
-# ------------------------------------------------------------------ bytecode
-
-
-def _tag(python: Path) -> str:
-    return subprocess.run([str(python), "-c", "import sys; print(sys.implementation.cache_tag)"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-
-
-def test_pyc_of_other_tags_and_legacy_pyc_are_removed(venv, tmp_path):
-    """Broken by: bytecode.cached_files keeping only this interpreter's tag, or skipping core.pyc.
-    Bytecode of other interpreters is removed, never rebuilt for this one (mutmut survivor
-    bytecode.shipped `or` -> `and`)."""
-    python, site = venv
-    install(python, tmp_path, "1.0", toy.MODULE_V1, "--no-compile")  # no bytecode of our own tag
-    patches = family(tmp_path / "patches")
-    pkg = site / "toyengine"
-    (pkg / "__pycache__").mkdir(exist_ok=True)
-    other = pkg / "__pycache__" / "core.cpython-399.pyc"
-    other.write_bytes(b"stale bytecode of another interpreter")
-    legacy = pkg / "core.pyc"
-    legacy.write_bytes(b"stale legacy bytecode")
-    keep = pkg / "__pycache__" / "other.cpython-399.pyc"  # another module: not ours to touch
-    keep.write_bytes(b"x")
-    actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches, probes=False))
-    assert not other.exists() and not legacy.exists()
-    assert keep.exists()
-    assert not list((pkg / "__pycache__").glob(f"core.{_tag(python)}*.pyc")), "rebuilt bytecode nobody shipped"
-
-
-@pytest.mark.parametrize("mode,flags", [("checked-hash", 3), ("timestamp", 0)])
-def test_shipped_bytecode_is_rebuilt_in_its_mode_at_every_optimisation_level(venv, tmp_path, mode, flags):
-    """Broken by: bytecode.recompile dropping `optimize` (opt-1/opt-2 then vanish) or `mode`."""
-    python, site = venv
-    install(python, tmp_path)
-    patches = family(tmp_path / "patches")
-    pkg = site / "toyengine"
-    for opt in ("", "-O", "-OO"):
-        subprocess.run([str(python), *([opt] if opt else []), "-m", "compileall", "-q", "-f",
-                        "--invalidation-mode", mode, str(pkg)], check=True)
-    tag = _tag(python)
-    pycs = {name: pkg / "__pycache__" / f"core.{tag}{name}.pyc" for name in ("", ".opt-1", ".opt-2")}
-    old = {name: p.read_bytes() for name, p in pycs.items()}
-    actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches, probes=False))
-    for name, pyc in pycs.items():
-        assert pyc.exists(), f"core{name}.pyc was not rebuilt"
-        data = pyc.read_bytes()
-        assert int.from_bytes(data[4:8], "little") == flags, f"core{name}.pyc changed invalidation mode"
-        assert data != old[name], f"core{name}.pyc still holds the old code"
-    for opt in ("-O", "-OO"):
-        out = subprocess.run([str(python), opt, "-c", "import toyengine.core as c; print(c.value())"],
-                             capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
-        assert out == "2", f"python {opt} runs stale bytecode"
-
-
 # ------------------------------------------------------------------ locks
 
 
@@ -379,20 +325,6 @@ def test_detect_reports_the_installed_engine_and_its_key_family_state(tmp_path, 
     assert detect("sglang") == f"('sglang', '{release}', 'conflict')"  # claims the fix, lacks it
 
 
-def test_bytecode_cached_files_honours_the_prefix(tmp_path):
-    """The unit the pycache_prefix scenario rests on. Broken by: ignoring install.pycache_prefix."""
-    site = tmp_path / "site"
-    (site / "pkg").mkdir(parents=True)
-    (site / "pkg" / "m.py").write_text("x = 1\n")
-    prefix = tmp_path / "prefix"
-    mirrored = prefix / str((site / "pkg").resolve()).lstrip("/")
-    mirrored.mkdir(parents=True)
-    (mirrored / "m.cpython-311.pyc").write_bytes(b"x")
-    (mirrored / "mm.cpython-311.pyc").write_bytes(b"x")  # another module sharing the prefix of the name
-    inst = engines.Install("pkg", None, site, site, {}, None, None, None, str(prefix))  # type: ignore[arg-type]
-    assert bytecode.cached_files(inst, "pkg/m.py") == [mirrored / "m.cpython-311.pyc"]
-
-
 def test_patcher_error_has_what_wanted_found_hint():
     err = PatcherError("x failed", wanted="w", found="f", hint="h")
     assert (err.what, err.wanted, err.found, err.hint, err.exit_code) == ("x failed", "w", "f", "h", 2)
@@ -424,22 +356,6 @@ def test_untested_release_with_our_post_image_and_no_record_is_applied(venv, tmp
     assert st.probes and st.probes[0]["status"] == "passed"
 
 
-def test_site_without_python_removes_shipped_bytecode_it_cannot_rebuild(venv, tmp_path):
-    """--site alone: no interpreter to rebuild bytecode with, so it is removed and the run still
-    succeeds. (The mutmut survivor bytecode.recompile `or` -> `and` is equivalent: without an
-    interpreter there is no cache tag, so shipped() finds nothing to rebuild.)"""
-    python, site = venv
-    install(python, tmp_path)
-    tag = _tag(python)
-    pyc = site / "toyengine" / "__pycache__" / f"core.{tag}.pyc"
-    subprocess.run([str(python), "-m", "compileall", "-q", "-f", str(site / "toyengine")], check=True)
-    assert pyc.exists()
-    r = actions.apply(toy.ENGINE, actions.Options(site=site, patches=family(tmp_path / "p"), probes=False))
-    assert r.changed == ["toyengine/core.py"] and only(r).state is State.APPLIED
-    assert not pyc.exists()
-    assert toy.run_value(python) == 2
-
-
 def test_untested_release_that_no_variant_fits_names_the_nearest(venv, tmp_path):
     """Survivor plan._unknown `in_place = ""` (returned a string for a status here)."""
     python, site = venv
@@ -447,53 +363,3 @@ def test_untested_release_that_no_variant_fits_names_the_nearest(venv, tmp_path)
     st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"))))
     assert st.state is State.UNKNOWN and st.variant == "v1"
     assert st.detail.startswith("no variant declared for 3.0; nearest is v1")
-
-
-def test_failed_bytecode_rebuild_is_a_note_not_a_crash(venv, tmp_path, monkeypatch):
-    """The rebuild runs after the commit point: if the target interpreter cannot rebuild (full
-    disk, read-only cache), the files are patched and their stale bytecode is gone, so the run
-    succeeds and says why start-up will compile. Before: CalledProcessError escaped as a traceback.
-    Survivors bytecode.recompile check=False / capture_output=False."""
-    python, site = venv
-    install(python, tmp_path)
-    subprocess.run([str(python), "-m", "compileall", "-q", "-f", "--invalidation-mode", "unchecked-hash",
-                    str(site / "toyengine")], check=True)
-    monkeypatch.setattr(bytecode, "_COMPILE", "import sys; sys.exit('OSError: [Errno 28] No space left on device')")
-    r = actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p")))
-    assert r.changed == ["toyengine/core.py"] and r.exit_code(True) == 0
-    assert any("not rebuilt (OSError: [Errno 28] No space left on device)" in n for n in r.notes), r.notes
-    assert not list((site / "toyengine" / "__pycache__").glob("core.*.pyc"))
-    assert toy.run_value(python) == 2
-
-
-def test_own_bytecode_is_rebuilt_beside_other_interpreters_bytecode(venv, tmp_path):
-    """Another interpreter's pyc in the same __pycache__ is skipped, not a reason to stop looking:
-    this interpreter's shipped pyc is still rebuilt (mutmut survivor bytecode.shipped
-    `continue` -> `break`; several other tags make the scan meet one first)."""
-    python, site = venv
-    install(python, tmp_path)
-    pkg = site / "toyengine"
-    subprocess.run([str(python), "-m", "compileall", "-q", "-f", "--invalidation-mode", "unchecked-hash",
-                    str(pkg)], check=True)
-    for n in range(390, 399):
-        (pkg / "__pycache__" / f"core.cpython-{n}.pyc").write_bytes(b"another interpreter")
-    own = pkg / "__pycache__" / f"core.{_tag(python)}.pyc"
-    old = own.read_bytes()
-    actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"), probes=False))
-    assert own.exists() and own.read_bytes() != old, "this interpreter's shipped bytecode was not rebuilt"
-    assert int.from_bytes(own.read_bytes()[4:8], "little") == 1
-    assert not list((pkg / "__pycache__").glob("core.cpython-39*.pyc"))
-
-
-def test_pyc_with_an_unknown_flags_word_is_rebuilt_as_timestamp(venv, tmp_path):
-    """A shipped pyc whose PEP 552 flags word is none of 0/1/3 (damaged) is rebuilt in the default
-    timestamp mode, not skipped (mutmut survivors bytecode.shipped default mode None / misspelt)."""
-    python, site = venv
-    install(python, tmp_path)
-    own = site / "toyengine" / "__pycache__" / f"core.{_tag(python)}.pyc"
-    data = bytearray(own.read_bytes())
-    data[4:8] = (2).to_bytes(4, "little")
-    own.write_bytes(bytes(data))
-    r = actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"), probes=False))
-    assert not r.notes, r.notes
-    assert own.exists() and int.from_bytes(own.read_bytes()[4:8], "little") == 0
