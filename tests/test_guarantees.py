@@ -8,19 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
-import threading
-import time
 from pathlib import Path
 
-import pytest
-
-from patcher import actions, engines, manifest, write
-from patcher.errors import LockBusy, PatcherError
+from patcher import actions, manifest, write
+from patcher.errors import PatcherError
 from patcher.plan import State
 from tests.support import toy, toy_venv
-from tests.support.toy_venv import Killed, as_engine, cli, family, install, only, site_of
+from tests.support.toy_venv import as_engine, cli, family, install, only, site_of
 
 ROOT = Path(__file__).resolve().parent.parent
 venv = toy_venv.venv
@@ -69,21 +64,6 @@ def test_warning_is_exit_0_and_exit_1_with_strict(venv, tmp_path):
 
 
 # ------------------------------------------------------------------ file modes, revert safety, refusals
-
-
-@pytest.mark.parametrize("mode", [0o600, 0o755])
-def test_file_modes_are_kept_by_apply_and_revert(venv, tmp_path, mode):
-    """Broken by: write.commit dropping the mode argument of the temporaries (umask mode 0o644)."""
-    python, site = venv
-    install(python, tmp_path)
-    patches = family(tmp_path / "patches")
-    core = site / "toyengine" / "core.py"
-    core.chmod(mode)
-    opts = actions.Options(python=str(python), patches=patches, probes=False)
-    assert actions.apply(toy.ENGINE, opts).changed == ["toyengine/core.py"]
-    assert stat.S_IMODE(core.stat().st_mode) == mode
-    assert actions.revert(toy.ENGINE, opts).changed == ["toyengine/core.py"]
-    assert stat.S_IMODE(core.stat().st_mode) == mode
 
 
 def test_revert_refuses_when_it_would_not_give_the_published_file(venv, tmp_path):
@@ -141,115 +121,6 @@ def test_refusal_whose_evidence_does_not_hold_says_so(venv, tmp_path):
     st = only(r)
     assert st.state is State.REFUSED and r.exit_code(False) == 1
     assert st.warnings == ["the refusal's evidence does not hold here: toyengine/core.py contains 'def value'"]
-
-
-# ------------------------------------------------------------------ torn backup
-
-
-def test_torn_backup_is_refused_by_its_hash(venv, tmp_path, monkeypatch):
-    """A run killed after its renames leaves a journal; if the backup it would restore is torn,
-    recovery refuses (exit 2) rather than writing it. Broken by: write._recover skipping the
-    backup's hash check (the torn bytes then become the engine's file)."""
-    python, site = venv
-    install(python, tmp_path)
-    patches = family(tmp_path / "patches")
-    opts = actions.Options(python=str(python), patches=patches, probes=False)
-    real_commit = write.commit
-
-    def killed_at_state(*a, **kw):
-        def step(name):
-            if name == "state":
-                raise Killed(name)
-        return real_commit(*a, **{**kw, "step": step})
-
-    monkeypatch.setattr(write, "commit", killed_at_state)
-    with pytest.raises(Killed):
-        actions.apply(toy.ENGINE, opts)
-    monkeypatch.setattr(write, "commit", real_commit)
-    core = site / "toyengine" / "core.py"
-    assert core.read_text() == toy.PATCHED  # renamed into place before the kill
-    txn = site / write.DIRNAME / f"{toy.ENGINE}.txn"
-    backup = txn / "0.orig"
-    backup.write_bytes(backup.read_bytes()[:20])  # torn
-    code, out, err = cli("apply", "--engine", "all", "--python", str(python), "--patches", str(patches),
-                         "--no-probes", "--json")
-    assert code == 2
-    assert out["error"]["what"] == "cannot roll back toyengine/core.py: its backup is missing or damaged"
-    assert out["error"]["found"] == str(txn)  # mutmut: found / hint dropped
-    assert out["error"]["hint"] == f"reinstall {toy.ENGINE} with pip --force-reinstall --no-deps, then delete that " \
-                                   "folder"
-    assert core.read_text() == toy.PATCHED  # not replaced by the torn backup
-    assert backup.read_bytes() == toy.MODULE_V1.encode()[:20]  # evidence kept for the user
-
-
-# ------------------------------------------------------------------ locks
-
-
-def _install_of(python: Path) -> engines.Install:
-    return engines.find(toy.ENGINE, python=str(python))
-
-
-def test_second_writer_times_out_with_the_documented_error_while_the_lock_is_held(venv, tmp_path):
-    """Broken by: write.locked not taking the flock (the second apply then writes under the first)."""
-    python, site = venv
-    install(python, tmp_path)
-    patches = family(tmp_path / "patches")
-    inst = _install_of(python)
-    opts = actions.Options(python=str(python), patches=patches, probes=False, lock_timeout=0.5)
-    with write.locked(inst):
-        t0 = time.monotonic()
-        with pytest.raises(LockBusy) as exc:
-            actions.apply(toy.ENGINE, opts)
-        assert time.monotonic() - t0 >= 0.5  # it waited for the timeout before giving up
-    assert exc.value.what == f"another patcher run holds {toy.ENGINE}'s lock"
-    assert exc.value.hint == "wait for it to finish" and exc.value.exit_code == 2
-    assert exc.value.found == str(site / write.DIRNAME)  # where the lock is (mutmut: found dropped)
-    assert (site / "toyengine" / "core.py").read_text() == toy.MODULE_V1  # nothing written
-    assert actions.apply(toy.ENGINE, opts).changed == ["toyengine/core.py"]  # free again
-
-
-def test_second_writer_waits_for_the_first_then_proceeds(venv, tmp_path):
-    """Broken by: write.locked not taking the flock (apply then finishes before the holder lets go)."""
-    python, site = venv
-    install(python, tmp_path)
-    patches = family(tmp_path / "patches")
-    inst = _install_of(python)
-    held, released = threading.Event(), []
-
-    def holder():
-        with write.locked(inst):
-            held.set()
-            time.sleep(1.0)
-            released.append(time.monotonic())
-
-    t = threading.Thread(target=holder)
-    t.start()
-    held.wait(10)
-    r = actions.apply(toy.ENGINE, actions.Options(python=str(python), patches=patches, probes=False,
-                                                  lock_timeout=30))
-    done = time.monotonic()
-    t.join()
-    assert r.changed == ["toyengine/core.py"]
-    assert released and done >= released[0], "apply finished while another run held the lock"
-
-
-def test_verify_takes_the_shared_lock(venv, tmp_path):
-    """verify waits while a writer holds the lock, and a writer waits while verify reads; two
-    readers never wait for each other. Broken by: write.reading not taking the flock."""
-    python, site = venv
-    install(python, tmp_path)
-    patches = family(tmp_path / "patches")
-    opts = actions.Options(python=str(python), patches=patches, probes=False, lock_timeout=0.3)
-    actions.apply(toy.ENGINE, opts)  # creates the lock file (reading() creates nothing)
-    inst = _install_of(python)
-    with write.locked(inst):
-        with pytest.raises(LockBusy):
-            actions.verify(toy.ENGINE, opts)
-    with write.reading(inst):
-        with pytest.raises(LockBusy):
-            actions.revert(toy.ENGINE, opts)
-        assert only(actions.verify(toy.ENGINE, opts)).state is State.APPLIED  # readers share
-    assert only(actions.verify(toy.ENGINE, opts)).state is State.APPLIED
 
 
 # ------------------------------------------------------------------ the Docker path and detect.py
