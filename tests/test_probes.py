@@ -1,5 +1,9 @@
-"""Guarantees that a mutmut run (issue 13) showed no fast test held: each docstring names the
-surviving mutants the test now kills. The run and its verdicts: benchmarks/MUTATION.md.
+"""patcher/probes.py: which probes run, in what order, in what interpreter, and how a dying or
+hanging probe interpreter is reported, on a real pip install of the toy engine.
+
+Many docstrings name the surviving mutants of a mutmut run (2026-12) the test was
+written to kill; the runs and their verdicts: benchmarks/MUTATION.md. Probes on real engine
+imports: test_probes_cpu.py.
 """
 
 from __future__ import annotations
@@ -13,8 +17,6 @@ from tests.support.toy_venv import family, install
 
 venv = toy_venv.venv
 
-
-# ------------------------------------------------------------------ probes.py
 
 PROBE_ROWS = """
 [[probe]]
