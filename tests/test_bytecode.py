@@ -28,7 +28,6 @@ env = toy_venv.env
 
 # --- cached_files, shipped, remove: on a folder laid out by hand
 
-
 TAG = "cpython-311"
 
 
@@ -142,7 +141,6 @@ def test_cached_files_under_the_prefix_mirror_the_imported_path_and_the_real_one
 
 # --- recompile: an interpreter that fails or hangs
 
-
 def _fake_python(tmp_path: Path, body: str) -> engines.Install:
     """An install whose interpreter is a shell script doing ``body``: recompile's failure paths."""
     tmp_path.mkdir(exist_ok=True)
@@ -182,7 +180,6 @@ def test_a_hanging_rebuild_is_stopped_and_reported(tmp_path, monkeypatch):
 
 
 # --- apply on a pip-installed toy engine: which pycs go, which are rebuilt, in which mode
-
 
 def _tag(python: Path) -> str:
     return subprocess.run([str(python), "-c", "import sys; print(sys.implementation.cache_tag)"],
@@ -302,7 +299,6 @@ def test_failed_bytecode_rebuild_is_a_note_not_a_crash(venv, tmp_path, monkeypat
 
 
 # --- stale bytecode: after apply the engine runs the patched code
-
 
 def _same_size_same_second(core: Path, stamp: int) -> None:
     os.utime(core, ns=(stamp, stamp))

@@ -31,7 +31,6 @@ def _opts(python: Path, patches: Path) -> actions.Options:
 
 # --- what one write leaves: fsyncs, modes, the state file
 
-
 def test_only_the_journal_is_fsynced_before_the_engine_files_change(venv, tmp_path, monkeypatch):
     """The journal, then its folder, is fsynced; backups, temporaries and the state file are not
     (write.py: a torn backup is refused by its hash, and an fsync per file made the file phase 5x
@@ -120,7 +119,6 @@ def test_full_revert_keeps_the_folder_another_engine_still_uses(venv, tmp_path):
 
 
 # --- rollback: a write that fails or is killed
-
 
 def test_a_rolled_back_write_gives_each_file_its_mode_back(venv, tmp_path):
     """A write that fails after the renames is rolled back from the backups, and a backup is
@@ -287,7 +285,6 @@ def test_a_backup_planted_as_a_symlink_is_refused_even_with_the_right_bytes(venv
 
 # --- our folder is never read or written through a symlink
 
-
 def test_a_state_file_planted_as_a_symlink_is_not_read_through(venv, tmp_path):
     """Nothing of ours is read through a symlink, even one to a well-formed state file.
     Survivor write._read_own O_RDONLY & O_NOFOLLOW (the flag dropped)."""
@@ -319,7 +316,6 @@ def test_a_symlinked_transaction_folder_is_one_line_error(venv, tmp_path):
 
 
 # --- the lock
-
 
 def _install_of(python: Path) -> engines.Install:
     return engines.find(toy.ENGINE, python=str(python))
