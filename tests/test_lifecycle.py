@@ -1,9 +1,10 @@
-"""End-to-end scenarios on a real pip install of a small engine built by the tests."""
+"""The life of an install, end to end on a real pip install of the toy engine: apply, verify,
+re-apply, revert; a pip reinstall or upgrade; a hand edit; newer and untested releases; a second
+copy of the engine earlier on the path. Bytecode across these steps: test_bytecode.py."""
 
 from __future__ import annotations
 
 import hashlib
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,12 +16,6 @@ from tests.support import toy, toy_venv
 from tests.support.toy_venv import state
 
 env = toy_venv.env
-
-
-def site_of(python: Path) -> Path:
-    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True)
-    return Path(out.stdout.strip())
 
 
 def snapshot(root: Path) -> dict[str, str]:
