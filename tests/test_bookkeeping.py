@@ -58,7 +58,7 @@ def release_site(tmp_path_factory) -> Path:
     return _release_site(tmp_path_factory, VERSION)
 
 
-@pytest.fixture(scope="module", params=[VERSION, "0.5.10.post1"])  # the two releases the issue tried
+@pytest.fixture(scope="module", params=[VERSION, "0.5.10.post1"])  # the two releases the hostile-input review tried
 def attacked_site(request, tmp_path_factory) -> Path:
     return _release_site(tmp_path_factory, request.param)
 
@@ -318,12 +318,12 @@ def test_hostile_bookkeeping_never_tracebacks_nor_writes_outside_record(starts, 
     one()
 
 
-ISSUE_CASES = [("state", b"[]"), ("state", b'{"families": []}'), ("journal", b"garbage"),
+MALFORMED_CASES = [("state", b"[]"), ("state", b'{"families": []}'), ("journal", b"garbage"),
                ("journal", b'{"files": 3}'), ("journal", b"[1, 2]")]
 
 
-@pytest.mark.parametrize("which,data", ISSUE_CASES, ids=[f"{w}-{d.decode()}" for w, d in ISSUE_CASES])
-def test_shapes_from_the_issue_give_one_line_errors(starts, tmp_path, which, data):
+@pytest.mark.parametrize("which,data", MALFORMED_CASES, ids=[f"{w}-{d.decode()}" for w, d in MALFORMED_CASES])
+def test_malformed_state_and_journal_shapes_give_one_line_errors(starts, tmp_path, which, data):
     site = tmp_path / "site"
     shutil.copytree(starts["applied"], site)
     _plant(site, starts["applied"], which, ("bytes", data, []))
