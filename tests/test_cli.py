@@ -27,35 +27,11 @@ from patcher import catalogue, engines, manifest, write
 from patcher.__main__ import main
 from patcher.maintainer import wheels
 from tests.support import toy
+from tests.support.cli_on_release import cli, install
 from tests.test_drafter import eagle3_config, make_drafter
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = "#!/bin/sh\necho hello\n"
-
-
-def cli(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    code = main([str(a) for a in argv], out=out, err=err)
-    return code, out.getvalue(), err.getvalue()
-
-
-def install(tmp_path: Path, engine: str, version: str) -> Path:
-    """A site-packages holding the release's dist-info and every file our families read:
-    the same answers as the full tree, in a fraction of the copying."""
-    tree, site = wheels.tree(engine, version), tmp_path / f"{engine}-{version}"
-    dist = next(tree.glob(f"{engine}-*.dist-info"))
-    shutil.copytree(dist, site / dist.name)
-    rels = {"__init__.py"}
-    for fam in manifest.load_all(manifest.PATCHES, (engine,)):
-        for v in fam.variants:
-            rels |= {fp.path.split("/", 1)[1] for fp in fam.patches[v.id]}
-        rels |= {ev.file.split("/", 1)[1] for e in (*fam.upstream, *fam.refused) for ev in e.evidence}
-    for rel in rels:
-        src = tree / engine / rel
-        if src.is_file():
-            (site / engine / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, site / engine / rel)
-    return site
 
 
 BOOKKEEPING = ("  note: .kimi-patcher/ in this site-packages is patcher's bookkeeping: 'patcher revert --site {}' "
@@ -78,44 +54,6 @@ def test_engine_not_installed_is_exit_2_with_wanted_found_hint(tmp_path):
 def test_missing_site_dir_is_exit_2(tmp_path):
     code, _, err = cli("verify", "--engine", "vllm", "--site", tmp_path / "nope")
     assert code == 2 and err.startswith(f"error: {tmp_path / 'nope'} is not a directory")
-
-
-def test_unknown_family_is_exit_2():
-    code, _, err = cli("apply", "--only", "nope", "--engine", "sglang")
-    assert code == 2 and err.splitlines()[:3] == [
-        "error: --only nope: no such patch family", "  wanted: an id from 'patcher list'", "  found:  nope"]
-
-
-# --- selections: --only, --skip, --engine ---------------------------------------------
-
-@pytest.mark.wheels
-def test_a_bare_family_id_resolves_across_engines(tmp_path):
-    site = install(tmp_path, "sglang", "0.5.5")
-    code, out, _ = cli("verify", "--only", "k25-aux-capture", "--site", site, "--no-probes")
-    assert code == 0 and out.splitlines()[1].startswith("  ok   sglang/k25-aux-capture: upstream: ")
-
-
-@pytest.mark.wheels
-def test_only_of_an_engine_not_installed_is_an_error(tmp_path):
-    site = install(tmp_path, "sglang", "0.5.9")
-    code, out, err = cli("verify", "--only", "vllm/mla-aux-capture", "--site", site, "--no-probes")
-    assert code == 2 and out == "" and err.splitlines()[0] == "error: vllm is not installed"
-
-
-def test_only_and_skip_of_one_family_is_a_usage_error():
-    code, out, err = cli("verify", "--only", "sglang/k25-aux-capture", "--skip", "k25-aux-capture", "--json")
-    assert code == 2 and json.loads(out)["exit"] == 2
-    assert err.splitlines() == ["error: --only and --skip both name sglang/k25-aux-capture",
-                                "  wanted: each family in at most one of them",
-                                "  hint:   --only already leaves out every family it does not name"]
-
-
-def test_only_of_another_engine_than_engine_is_a_usage_error():
-    code, _, err = cli("verify", "--engine", "sglang", "--only", "vllm/mla-aux-capture")
-    assert code == 2 and err.splitlines() == [
-        "error: --only vllm/mla-aux-capture selects nothing with --engine sglang",
-        "  wanted: a sglang family", "  found:  vllm/mla-aux-capture",
-        "  hint:   drop --engine sglang, or name a sglang family"]
 
 
 # --- --json on every exit 2 -----------------------------------------------------------
@@ -536,13 +474,6 @@ def test_list_help_says_every_engine_is_listed_installed_or_not(capsys):
 def test_abbreviated_flags_are_usage_errors(argv, flag):
     code, _, err = cli(*argv)
     assert code == 2 and err.splitlines()[0] == f"error: usage: unrecognized arguments: {flag}"
-
-
-def test_a_misspelt_family_gets_a_did_you_mean():
-    code, _, err = cli("verify", "--only", "k25-aux-captur")
-    assert code == 2 and err.splitlines() == ["error: --only k25-aux-captur: no such patch family",
-                                              "  wanted: an id from 'patcher list'", "  found:  k25-aux-captur",
-                                              "  hint:   did you mean k25-aux-capture?"]
 
 
 def test_port_without_the_port_extra_is_one_line_naming_the_extra(monkeypatch):
