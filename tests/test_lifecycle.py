@@ -1,10 +1,10 @@
-"""End-to-end scenarios on a real pip install of a small engine built by the tests."""
+"""The life of an install, end to end on a real pip install of the toy engine: apply, verify,
+re-apply, revert; a pip reinstall or upgrade; a hand edit; newer and untested releases; a second
+copy of the engine earlier on the path. Bytecode across these steps: test_bytecode.py."""
 
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,13 +12,10 @@ import pytest
 from patcher import actions
 from patcher.engines import sha256_record
 from patcher.plan import State
-from tests.support import toy
+from tests.support import toy, toy_venv
+from tests.support.toy_venv import state
 
-
-def site_of(python: Path) -> Path:
-    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True)
-    return Path(out.stdout.strip())
+env = toy_venv.env
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -28,23 +25,6 @@ def snapshot(root: Path) -> dict[str, str]:
         if p.is_file() and ".kimi-patcher" not in p.parts:
             out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
-
-
-@pytest.fixture
-def env(tmp_path):
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    python = toy.make_venv(tmp_path / "venv")
-    wheel = toy.build_wheel(wheels, "1.0")
-    toy.pip_install(python, wheel)
-    patches = toy.write_family(tmp_path / "patches")
-    opts = actions.Options(python=str(python), patches=patches)
-    return python, wheel, opts, site_of(python)
-
-
-def state(report):
-    (st,) = report.statuses
-    return st
 
 
 def test_apply_verify_reapply_revert(env):
@@ -134,82 +114,6 @@ def test_untested_release_with_the_fix_is_upstream_by_content(env, tmp_path):
     toy.pip_install(python, toy.build_wheel(tmp_path / "wheels", "3.0", toy.PATCHED))
     r = actions.verify(toy.ENGINE, opts)
     assert state(r).state is State.UPSTREAM and "3.0 itself is not in our matrix" in state(r).detail
-
-
-def _same_size_same_second(core: Path, stamp: int) -> None:
-    os.utime(core, ns=(stamp, stamp))
-
-
-def test_stale_timestamp_pyc_same_size_same_second(env):
-    """pip compiled timestamp pycs; the patched file has the same size and (forced) mtime."""
-    python, wheel, opts, site = env
-    core = site / "toyengine" / "core.py"
-    stamp = core.stat().st_mtime_ns
-    assert toy.run_value(python) == 1  # pyc present and valid
-    # Control: an edit that keeps size and mtime runs the stale pyc. The test can fail.
-    core.write_text(toy.PATCHED)
-    _same_size_same_second(core, stamp)
-    assert toy.run_value(python) == 1
-    core.write_text(toy.MODULE_V1)
-    _same_size_same_second(core, stamp)
-    actions.apply(toy.ENGINE, opts)
-    _same_size_same_second(core, stamp)
-    assert toy.run_value(python) == 2
-
-
-def test_unchecked_hash_pycs_are_rebuilt_in_the_same_mode(env):
-    python, wheel, opts, site = env
-    core = site / "toyengine" / "core.py"
-    subprocess.run([str(python), "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash",
-                    "-f", str(site / "toyengine")], check=True)
-    tag = subprocess.run([str(python), "-c", "import sys; print(sys.implementation.cache_tag)"],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    pyc = core.parent / "__pycache__" / f"core.{tag}.pyc"
-    assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 1  # unchecked-hash
-    # Control: CPython never revalidates an unchecked-hash pyc against its source.
-    core.write_text(toy.PATCHED)
-    assert toy.run_value(python) == 1
-    core.write_text(toy.MODULE_V1)
-    r = actions.apply(toy.ENGINE, opts)
-    assert state(r).state is State.APPLIED
-    assert toy.run_value(python) == 2
-    assert pyc.exists() and int.from_bytes(pyc.read_bytes()[4:8], "little") == 1
-
-
-@pytest.mark.parametrize("through_symlink", [False, True])
-def test_pycache_prefix_bytecode_is_removed(tmp_path, monkeypatch, through_symlink):
-    """Bytecode under sys.pycache_prefix goes too. Installed with --no-compile, so no pyc beside
-    the source exists whose rebuild (which follows the prefix) could refresh the stale one:
-    only removing it under the prefix makes the test pass. Through a symlinked venv, CPython
-    mirrors the path it imports from, symlink and all (importlib's cache_from_source does not
-    resolve): bytecode.cached_files used to look only under the resolved path and missed it."""
-    python = toy.make_venv(tmp_path / "venv")
-    if through_symlink:
-        (tmp_path / "link").symlink_to(tmp_path / "venv")
-        python = tmp_path / "link" / "bin" / "python"
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    toy.pip_install(python, toy.build_wheel(wheels, "1.0"), "--no-compile")
-    site = site_of(python)
-    assert not list(site.rglob("core.*.pyc"))
-    prefix = tmp_path / "pycache"
-    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(prefix))
-    subprocess.run([str(python), "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash",
-                    "-f", str(site / "toyengine")], check=True)
-    (stale,) = prefix.rglob("core.*.pyc")
-    old = stale.read_bytes()
-    assert not list(site.rglob("core.*.pyc"))
-    env_vars = dict(os.environ)
-    # Control: the unchecked-hash pyc under the prefix wins over an edited source.
-    core = site / "toyengine" / "core.py"
-    core.write_text(toy.PATCHED)
-    assert toy.run_value(python, env_vars) == 1
-    core.write_text(toy.MODULE_V1)
-    opts = actions.Options(python=str(python), patches=toy.write_family(tmp_path / "patches"))
-    r = actions.apply(toy.ENGINE, opts)
-    assert state(r).state is State.APPLIED
-    assert not stale.exists() or stale.read_bytes() != old  # removed, or rebuilt in its mode
-    assert toy.run_value(python, env_vars) == 2
 
 
 def test_second_copy_earlier_on_path_fails_the_probe(env, tmp_path, monkeypatch):

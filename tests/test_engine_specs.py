@@ -1,0 +1,61 @@
+"""patcher/engine_specs/: one description per engine, and the facts every other part reads from it
+agree with the patch set on disk (a description that drifted from releases.txt would send a
+release to no CPU env line, or list an engine whose patches do not exist)."""
+
+from __future__ import annotations
+
+import pytest
+from packaging.version import Version
+
+from patcher import engine_specs, manifest, matrix
+from patcher.maintainer import cpu_env
+
+ENGINES = engine_specs.NAMES
+
+
+def test_every_engine_with_patches_has_a_description_and_no_other():
+    on_disk = sorted(p.parent.name for p in manifest.PATCHES.glob("*/releases.txt"))
+    assert sorted(ENGINES) == on_disk
+    assert all(engine_specs.spec(n).name == n for n in ENGINES)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_release_from_the_first_cpu_env_line_on_is_in_exactly_one_line(engine):
+    """The window starts at the oldest covered release; from the first CPU env line on, every
+    covered release imports in exactly one line (which older releases have none, and that every
+    probed entry still has a release with one: test_probes_cpu.py::test_every_probed_entry_is_covered)."""
+    spec = engine_specs.spec(engine)
+    releases = matrix.releases(engine)
+    assert releases, f"{engine}: releases.txt lists nothing"
+    assert min(map(Version, releases)) == Version(spec.first_covered)
+    reached = [v for v in releases if Version(v) >= Version(spec.cpu_env_lines[0].first)]
+    assert reached
+    for version in reached:
+        holding = [line.name for line in spec.cpu_env_lines
+                   if Version(line.first) <= Version(version)
+                   and (line.last is None or Version(version) <= Version(line.last)
+                        or Version(version).base_version == Version(line.last).base_version)]
+        assert len(holding) == 1, (engine, version, holding)
+        assert cpu_env.line_for(engine, version) == holding[0]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_each_cpu_env_line_has_its_lock_file_and_lines_follow_each_other(engine):
+    lines = engine_specs.spec(engine).cpu_env_lines
+    assert Version(lines[0].first) >= Version(engine_specs.spec(engine).first_covered)
+    assert lines[-1].last is None, "the newest line is open-ended: a new release lands in it"
+    for line in lines:
+        assert (cpu_env.LOCKS / f"{line.name}.txt").is_file(), line.name
+    for older, newer in zip(lines, lines[1:]):
+        assert older.last is not None and Version(older.last) < Version(newer.first)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_launch_and_registry_facts_are_well_formed(engine):
+    spec = engine_specs.spec(engine)
+    assert spec.env_declarations[1] in ("getenv", "environ")
+    assert spec.env_declarations[0].startswith(f"{engine}/")
+    for name, spellings in spec.launch.spellings.items():
+        assert spellings and all(s.startswith("-") for s in spellings), name
+    for arch, since in spec.registered_since.items():
+        assert Version(since) >= Version(spec.first_covered), arch
