@@ -15,13 +15,13 @@ from tests.support import tools
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_ruff():
+def test_code_and_probes_are_lint_clean():
     tools.require(shutil.which("ruff") is not None, "ruff")
     r = subprocess.run(["ruff", "check", "-q", "patcher", "patches"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_mypy():
+def test_patcher_type_checks():
     tools.require(importlib.util.find_spec("mypy") is not None, "mypy")
     r = subprocess.run([sys.executable, "-m", "mypy", "patcher"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
