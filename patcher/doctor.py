@@ -4,8 +4,9 @@ Built on the other commands, never beside them: the engine state is ``actions.ve
 (probes only when asked), the drafter is judged by the drafter check's own entry point
 (``drafter.checks.check_drafter``) with the command's flags, and what only the whole command
 shows (the environment variables the release reads, the model runner vLLM will use, the TP size
-with SGLang's allreduce fusion and EAGLE-3, paths that do not exist, another engine than the one
-installed) comes from ``launch_checks`` on ``launch_facts``. Returns a report; never prints.
+with SGLang's allreduce fusion and EAGLE-3, SGLang's two-batch overlap with EAGLE-3, paths that do
+not exist, another engine than the one installed) comes from ``launch_checks`` on ``launch_facts``.
+Returns a report; never prints.
 """
 
 from __future__ import annotations
@@ -101,6 +102,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
         launch += launch_checks.runner_findings(release, env, variables, target, cmd)
     else:
         launch += launch_checks.fusion_findings(release, cmd, target)
+        launch += launch_checks.two_batch_overlap_findings(release, cmd, target)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                        launch, target_config=target, probes=probes)
     doc.drafter = _drafter_findings(cmd, release, target)

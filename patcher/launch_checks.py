@@ -162,3 +162,34 @@ def fusion_findings(release: Release, cmd: LaunchCommand, target: TargetConfig |
                         "each rank's partial sums before the allreduce, so the drafter sees wrong features",
                     wanted=f"{launch_facts.FUSION_DISABLE_FLAG}, or the fused capture fixed",
                     found=f"--tp {tp}" + (f", {launch_facts.FUSION_ENABLE_FLAG}" if forced else ""), hint=fix)]
+
+
+def two_batch_overlap_findings(release: Release, cmd: LaunchCommand, target: TargetConfig | None) -> list[Finding]:
+    """EAGLE-3 on a DeepSeek/Kimi target with SGLang's two-batch overlap: no release captures the
+    aux states of the layers the overlap path runs."""
+    code = "launch.two_batch_overlap"
+    algos = cmd.values("--speculative-algorithm")
+    if not (cmd.has(launch_facts.TBO_FLAG) and algos and algos[-1].upper() == "EAGLE3"):
+        return []
+    archs = set(target.architectures) if target is not None else set()
+    if target is not None and not archs & launch_facts.DEEPSEEK_V2_MODEL_ARCHITECTURES:
+        return []  # another model's forward: not judged here
+    family = release.family(launch_facts.TBO_CAPTURE_FAMILY)
+    state = family.state if family is not None else "as published"
+    if state == "refused":
+        return []  # no DeepSeek aux capture at all on this release: setup.* says so
+    if state == "applied":
+        when = (f"the server refuses it at start-up, when the capture layers are set after the weights "
+                f"load ({release.name}/{launch_facts.TBO_CAPTURE_FAMILY} applied)")
+    elif state == "upstream":
+        when = (f"{release.label()} fails at the first overlapped forward (CUDA-graph capture, or the first "
+                "batch), after the weights load")
+    else:
+        when = (f"{release.label()} as published hands the drafter only the layers below first_k_dense_replace: "
+                "a failure at the first overlapped batch, or with one layer captured a drafter on wrong features")
+    level = problem if target is not None else hint
+    return [level(code, f"{launch_facts.TBO_FLAG} with EAGLE-3 on a DeepSeek/Kimi target: the two-batch-overlap "
+                        "path runs the layers from first_k_dense_replace on and captures no aux hidden states; "
+                        f"no SGLang release supports it, and {when}",
+                  wanted=f"EAGLE-3 without {launch_facts.TBO_FLAG}", found=launch_facts.TBO_FLAG,
+                  hint=f"launch without {launch_facts.TBO_FLAG}")]

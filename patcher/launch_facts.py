@@ -74,6 +74,16 @@ _AUTO_FUSION: dict[str, tuple[tuple[Version, str], ...]] = {
 }
 
 
+# With --enable-two-batch-overlap, DeepseekV2Model.forward runs the layers from
+# first_k_dense_replace on (1 on Kimi, 3 on DeepSeek-V3) in a path that captures no EAGLE-3 aux
+# states. No release supports it: the family refuses it on 0.5.4.post2-0.5.16 when the capture
+# layers are set, 0.5.17+ fail at the first overlapped forward (the family's upstream entry).
+TBO_CAPTURE_FAMILY = "eagle3-tbo-capture-refusal"
+TBO_FLAG = "--enable-two-batch-overlap"
+# The targets whose EAGLE-3 capture is DeepseekV2ForCausalLM's (the K2.5 wrapper delegates to it).
+DEEPSEEK_V2_MODEL_ARCHITECTURES = KIMI_ARCHITECTURES | {"DeepseekV2ForCausalLM", "DeepseekV32ForCausalLM"}
+
+
 def fused_capture_bug_by_version(version: Version) -> bool:
     return contains(FUSED_CAPTURE_BUG, version)
 

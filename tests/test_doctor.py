@@ -19,7 +19,7 @@ from packaging.version import Version
 from patcher import launch_facts
 from patcher.__main__ import main
 from patcher.drafter.release import FamilyState, from_version
-from patcher.launch_checks import fusion_findings
+from patcher.launch_checks import fusion_findings, two_batch_overlap_findings
 from patcher.launch_command import LaunchUsageError, parse
 from patcher.maintainer import wheels
 from tests.test_drafter import eagle3_config, make_drafter, make_target
@@ -221,6 +221,47 @@ def test_auto_fusion_names_the_target_and_the_gpus() -> None:
     assert "DeepseekV3ForCausalLM target on SM100 GPUs" in f.message
 
 
+def _tbo_release(version: str, state: str | None):
+    """The release as the manifests declare it, the two-batch-overlap family's state replaced when given."""
+    release = from_version("sglang", Version(version))
+    if state is None:
+        return release
+    return replace(release, families=tuple(replace(f, state=state) if f.family.name == launch_facts.TBO_CAPTURE_FAMILY
+                                           else f for f in release.families))
+
+
+TBO = "--enable-two-batch-overlap"
+
+
+@pytest.mark.parametrize(("version", "state", "arch", "extra", "level", "in_message"), [
+    ("0.5.10", None, K25, (TBO,), "problem", "sglang 0.5.10 as published hands the drafter only the layers below"),
+    ("0.5.4.post2", None, V3, (TBO,), "problem", "as published"),
+    ("0.5.16", "applied", K25, (TBO,), "problem", "the server refuses it at start-up"),
+    ("0.5.17", None, V3, (TBO,), "problem", "sglang 0.5.17 fails at the first overlapped forward"),
+    ("0.5.23", None, "DeepseekV32ForCausalLM", (TBO,), "problem", "fails at the first overlapped forward"),
+    ("0.5.10", None, None, (TBO,), "hint", "no SGLang release supports it"),  # the target's config not read
+    ("0.5.4.post1", None, V3, (TBO,), None, ""),  # no DeepSeek aux capture at all: setup.* says so
+    ("0.5.10", None, "LlamaForCausalLM", (TBO,), None, ""),  # another model's forward: not judged
+    ("0.5.10", None, K25, (), None, ""),  # no two-batch overlap
+])
+def test_sglang_two_batch_overlap_with_eagle3(version, state, arch, extra, level, in_message) -> None:
+    findings = two_batch_overlap_findings(_tbo_release(version, state), _sglang_cmd(*extra),
+                                          _target(arch) if arch else None)
+    if level is None:
+        assert findings == []
+        return
+    (f,) = findings
+    assert (f.code, f.level) == ("launch.two_batch_overlap", level)
+    assert in_message in f.message and "no SGLang release supports it" in f.message
+    assert (f.found, f.hint) == (TBO, f"launch without {TBO}")
+
+
+def test_two_batch_overlap_without_eagle3_is_not_judged() -> None:
+    cmd = parse(["python", "-m", "sglang.launch_server", "--model-path", "/m/k", "--speculative-algorithm", "EAGLE",
+                 "--speculative-draft-model-path", "/m/d", TBO])
+    assert two_batch_overlap_findings(_tbo_release("0.5.10", None), cmd, _target(K25)) == []
+
+
 # --- on the published trees ----------------------------------------------------------------------
 
 def _applied(tmp_path: Path, engine: str, version: str) -> Path:
@@ -362,6 +403,23 @@ def test_sglang_tp8_with_the_fusion_is_no_go_until_it_is_disabled_or_fixed(tmp_p
     assert ("  ok       launch.allreduce_fusion: EAGLE-3 aux capture with the allreduce fusion: correct "
             f"({fused} applied)") in out
     assert out.splitlines()[-1].startswith("verdict: go")
+
+
+@pytest.mark.wheels
+def test_sglang_two_batch_overlap_is_no_go_published_and_patched(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(wheels.tree("sglang", "0.5.16"), site)
+    code, doc = doctor_json("--site", str(site), "--", *_sglang_launch(tmp_path, TBO))
+    tbo = by_code(doc)["launch.two_batch_overlap"]
+    assert (code, tbo["level"]) == (1, "problem") and "sglang 0.5.16 as published" in tbo["message"]
+    assert f"launch.two_batch_overlap: {tbo['message']}" in doc["reasons"]
+    shutil.rmtree(tmp_path / "drafter")
+    shutil.rmtree(tmp_path / "kimi")
+    assert cli("apply", "--engine", "sglang", "--site", str(site), "--no-probes")[0] == 0
+    code, doc = doctor_json("--site", str(site), "--", *_sglang_launch(tmp_path, TBO))
+    tbo = by_code(doc)["launch.two_batch_overlap"]
+    assert (code, tbo["level"]) == (1, "problem") and "the server refuses it at start-up" in tbo["message"]
+    assert doc["reasons"] == [f"launch.two_batch_overlap: {tbo['message']}"]  # the only one left
 
 
 @pytest.mark.wheels
