@@ -7,6 +7,11 @@ release's own vllm.transformers_utils.config.get_config and wrapped in the relea
 called: GPUModelRunner._get_eagle3_aux_layers_from_config (v1) on a stand-in runner holding the
 speculative config, and eagle3_utils.get_eagle3_aux_layers_from_config / set_eagle3_aux_hidden_state_layers
 (v2) on the speculative config and a stand-in target model. Both must answer the drafter's ids.
+
+The compile-cache key: the release's own SpeculativeConfig.compute_hash (what VllmConfig.compute_hash
+folds into the torch.compile / AOT cache dir) on a stand-in speculative config holding the same loaded
+drafter config. Drafters whose eagle_config ids differ must get different keys, and the key must follow
+the ids the runners take (the top-level key first), not where they are written.
 """
 
 from __future__ import annotations
@@ -117,3 +122,59 @@ def v2_runner_reads_eagle_config_ids(module) -> None:
     module.set_eagle3_aux_hidden_state_layers(target, _specforge_spec_config())
     assert target.layers == DRAFTER_IDS, (
         f"v2 runner set the target's aux layers to {target.layers!r}; wanted the drafter's {DRAFTER_IDS}")
+
+
+OTHER_IDS = (4, 32, 56)  # the same drafter's eagle_config after an in-place edit
+
+
+def _compile_key(module, hf_config, draft_model_config=None) -> str:
+    """SpeculativeConfig.compute_hash as VllmConfig.compute_hash calls it, on a stand-in holding
+    the loaded drafter config (method "eagle3"; 0.17.0-0.25.1 read only method and the hf_config)."""
+    draft = draft_model_config or SimpleNamespace(hf_config=hf_config)
+    spec = SimpleNamespace(method="eagle3", draft_model_config=draft, enable_adaptive_verification=False)
+    return module.SpeculativeConfig.compute_hash(spec)
+
+
+def _eagle_config(ids) -> dict:
+    return {"eagle_config": {"eagle_aux_hidden_state_layer_ids": list(ids), "use_aux_hidden_state": True}}
+
+
+def compile_hash_takes_eagle_config_ids(module) -> None:
+    stated = _compile_key(module, _specforge_spec_config().draft_model_config.hf_config)
+    edited = _compile_key(module, _drafter_hf_config(**_eagle_config(OTHER_IDS)))
+    assert stated != edited, (
+        f"SpeculativeConfig.compute_hash gives one compile-cache key to drafters whose eagle_config ids "
+        f"differ ({DRAFTER_IDS} vs {OTHER_IDS}); wanted two: the runners capture those layers, so the "
+        f"cached target graph would capture the other drafter's layers")
+    # The key follows the ids the runners take, not where the config writes them.
+    top_only = {k: v for k, v in _SPECFORGE_CONFIG.items() if k != "eagle_config"}
+    top = _compile_key(module, _bare_hf_config({**top_only, "eagle_aux_hidden_state_layer_ids": list(DRAFTER_IDS)}))
+    assert top == stated, (
+        f"compute_hash keys the same ids {DRAFTER_IDS} differently at the top level and in eagle_config")
+    # The runners' order: the top-level key wins over eagle_config, in the key as in the reader.
+    both = _compile_key(module, _drafter_hf_config(eagle_aux_hidden_state_layer_ids=list(DRAFTER_IDS),
+                                                   **_eagle_config(OTHER_IDS)))
+    assert both == stated, (
+        "compute_hash keys a drafter whose top-level ids win by its eagle_config ids; wanted the ids the "
+        "runners take (top level first)")
+
+
+def compile_hash_takes_draft_config(module) -> None:
+    """From 0.26.0 compute_hash folds in the draft ModelConfig's own hash (vllm-project/vllm#47911),
+    whose factors hold the drafter hf_config as JSON: eagle_config ids reach the key with no patch.
+    The real ModelConfig.compute_hash on an instance holding only the loaded hf_config."""
+    from vllm.config import ModelConfig
+
+    def draft(hf_config):
+        model_config = object.__new__(ModelConfig)
+        object.__setattr__(model_config, "hf_config", hf_config)
+        return model_config
+
+    stated_cfg = _specforge_spec_config().draft_model_config.hf_config
+    edited_cfg = _drafter_hf_config(**_eagle_config(OTHER_IDS))
+    stated = _compile_key(module, stated_cfg, draft(stated_cfg))
+    edited = _compile_key(module, edited_cfg, draft(edited_cfg))
+    assert stated != edited, (
+        f"SpeculativeConfig.compute_hash (with the draft ModelConfig's hash) gives one compile-cache key to "
+        f"drafters whose eagle_config ids differ ({DRAFTER_IDS} vs {OTHER_IDS}); this release needs the "
+        f"family's hash diff (hash-eagle-config.diff), not E5")
