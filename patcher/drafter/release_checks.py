@@ -269,7 +269,7 @@ def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release |
         if outcome == facts.HONOURED:
             out.append(ok(f"eagle31.{switch}", f"{what}: honoured ({why})"))
             continue
-        since = facts.switch_read_since(release.name, switch, drafter_class, speculators)
+        since = facts.switch_read_since(release, switch, drafter_class, speculators)
         todo = (f"use {release.name} {since} or newer" if since is not None
                 else f"no {release.name} release runs {switch} for this drafter")
         if later is not None and later[0] == facts.HONOURED:  # our family carries it, as upstream later does
