@@ -509,6 +509,8 @@ def _vllm_published(tree: Path, key: str, path: str, drafter: str) -> str | None
     # fc_norm builds a module; it is honoured only where combine_hidden_states applies it (0.22.x's
     # DeepSeek class builds and loads it, and never calls it).
     applied = key != "fc_norm" or "fc_norm" in combine
+    if key == "norm_output" and reads:  # EAGLE 3.1's meaning: the post-norm state to the next draft step
+        assert "aux_output = hidden_states if self.norm_output else hidden_prenorm" in text, (tree, drafter)
     weight = facts.SWITCH_WEIGHTS.get(key)
     if path == "speculators":
         converter = tree / _CONVERTER
@@ -523,6 +525,33 @@ def _vllm_published(tree: Path, key: str, path: str, drafter: str) -> str | None
     if reads:
         return "honoured" if applied else "unused"
     return "raises-at-load" if weight is not None else "dropped"
+
+
+_LOGITS_NORMED = {"vllm": ("vllm/model_executor/models/llama_eagle3.py",
+                            "hidden_states, hidden_prenorm = self.norm(hidden_states, residual)"),
+                   "sglang": ("sglang/srt/models/llama_eagle3.py",
+                              "hidden_states_to_logits, hidden_states_to_aux = self.norm(")}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_norm_output_is_eagle31s_switch_and_lm_head_always_gets_the_normed_state(engine: str) -> None:
+    """facts.SPECFORGE_NORM_OUTPUT: every release's Llama drafter feeds lm_head the normed state
+    (SpecForge 0.2.0's norm_output false has no engine counterpart), and where it reads norm_output,
+    true selects the normed state for the next draft step (EAGLE 3.1's meaning)."""
+    rel, normed = _LOGITS_NORMED[engine]
+    chooses = {"vllm": "aux_output = hidden_states if self.norm_output else hidden_prenorm",
+               "sglang": "aux = hidden_states_to_logits if self.norm_output else hidden_states_to_aux"}[engine]
+    read_on = 0
+    for version, tree in _trees(engine):
+        path = tree / rel
+        if not path.is_file():
+            continue
+        text = path.read_text()
+        assert normed in text, version
+        if _reads_switch(path, "norm_output"):
+            assert chooses in text, version
+            read_on += 1
+    assert read_on > 5
 
 
 def test_vllm_eagle31_drafter_facts_match_every_release() -> None:

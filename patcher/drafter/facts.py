@@ -333,6 +333,19 @@ EAGLE31_READ_SINCE: dict[str, dict[str, dict[str, str]]] = {
     "sglang": {"llama": {"fc_norm": "0.5.12", "norm_output": "0.5.12", "norm_before_fc": "0.5.17"},
                "mla": {"fc_norm": "0.5.13", "norm_output": "0.5.13"}},
 }
+# SpecForge 0.2.0 spells another switch `norm_output`. Its Llama drafter (the only EAGLE-3 class it
+# trains, HF layout) reads `getattr(config, "norm_output", True)` and applies the final norm before
+# lm_head only when true (specforge/modeling/draft/llama3_eagle.py:1690, :1773), while its training
+# loop feeds the next draft step the pre-norm backbone output whatever the key says
+# (specforge/algorithms/eagle3/model.py:386-400). So its `true` (and its default, no key) is plain
+# EAGLE-3, and its `false` is an lm_head on the un-normed state, which no engine release runs. Both
+# engines read the key as EAGLE 3.1's (the post-norm state fed to the next step). SpecForge took
+# EAGLE 3.1's meaning in sgl-project/SpecForge#879, after 0.2.0. It has no norm_before_fc: a config
+# or checkpoint with it is not a SpecForge 0.2.0 drafter. tests/support/real_drafters.py checks
+# this on the wheel.
+SPECFORGE_NORM_OUTPUT_REF = "sgl-project/SpecForge#879"
+SPECFORGE_NORM_OUTPUT = ("SpecForge 0.2.0 and earlier write norm_output for another switch: the final norm "
+                         "before lm_head (on by default), with the pre-norm state fed to the next draft step")
 # vLLM's Llama drafter loader skips `input_norm.*` without a word when norm_before_fc is off
 # (skip_substrs); every other tensor without a parameter stops its AutoWeightsLoader.
 VLLM_SKIPS_INPUT_NORM = SINCE["vllm"][SKIPS_INPUT_NORM]
