@@ -211,6 +211,48 @@ def test_specforge_fc_norm_drafter_on_sglang_before_0_5_12(tmp_path: Path) -> No
     assert f["keys.unknown"]["level"] == "ok"  # the fc_norm.* weights are said once, by the switch check
 
 
+@pytest.mark.parametrize(("engine", "version", "level", "outcome"), [
+    ("vllm", "0.19.0", "problem", "dropped in silence"),  # nothing reads it: as SpecForge 0.2.0 trained it
+    ("vllm", "0.22.0", "hint", "honoured as EAGLE 3.1's switch"),  # post-norm to the next step: not as trained
+    ("sglang", "0.5.11", "problem", "dropped in silence"),
+    ("sglang", "0.5.13", "hint", "honoured as EAGLE 3.1's switch"),
+])
+def test_specforge_norm_output_is_not_called_ok_as_eagle31(tmp_path: Path, engine: str, version: str, level: str,
+                                                           outcome: str) -> None:
+    """SpecForge 0.2.0's norm_output (true: its default, written out) is the norm before lm_head, with the
+    pre-norm state fed to the next step: plain EAGLE-3. The engines read it as EAGLE 3.1's switch."""
+    drafter = rd.specforge_kimi(tmp_path, norm_output=True)
+    _, f = check(drafter, rd.kimi_target(tmp_path), engine, version)
+    got = f["eagle31.norm_output"]
+    assert got["level"] == level and f": {outcome}" in got["message"]
+    assert "SpecForge 0.2.0 and earlier write norm_output for another switch" in got["message"]
+    assert got["hint"].startswith("trained with SpecForge 0.2.0 or earlier: delete norm_output from config.json")
+    if level == "problem":
+        assert "unlike training if it meant EAGLE 3.1's switch" in got["message"]
+
+
+def test_specforge_default_drafter_has_no_norm_output_finding(tmp_path: Path) -> None:
+    """At its defaults SpecForge writes no norm_output: every release runs it as trained, nothing to say."""
+    drafter, target = rd.specforge_kimi(tmp_path), rd.kimi_target(tmp_path)
+    for engine, version in (("vllm", "0.22.0"), ("sglang", "0.5.13")):
+        _, f = check(drafter, target, engine, version)
+        assert "eagle31.norm_output" not in f, (engine, version)
+
+
+def test_specforge_norm_output_false_is_said(tmp_path: Path) -> None:
+    drafter = rd.specforge_kimi(tmp_path, norm_output=False)
+    _, f = check(drafter, rd.kimi_target(tmp_path), "vllm", "0.25.0")
+    got = f["eagle31.norm_output"]
+    assert got["level"] == "hint" and "trains lm_head on the un-normed state" in got["message"]
+
+
+def test_eagle31_norm_output_with_norm_before_fc_stays_ok(tmp_path: Path) -> None:
+    """norm_before_fc is not SpecForge 0.2.0's: an HF drafter with it means EAGLE 3.1's norm_output."""
+    drafter = rd.specforge_kimi(tmp_path, norm_output=True, norm_before_fc=True)
+    _, f = check(drafter, rd.kimi_target(tmp_path), "vllm", "0.22.0")
+    assert f["eagle31.norm_output"]["level"] == "ok"
+
+
 def test_switch_weights_without_the_switch_are_a_problem(tmp_path: Path) -> None:
     drafter = rd.speculators_kimi(tmp_path)
     config = json.loads((drafter / "config.json").read_text())

@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import matrix
+from patcher import manifest, matrix
 from patcher.__main__ import main
 from patcher.drafter import facts
 from patcher.drafter.findings import hint, problem
 from patcher.drafter.fix import still_wrong
 from patcher.drafter.release import FamilyState, from_version
+from patcher.manifest import contains
 from patcher.maintainer import wheels
 from tests.test_drafter import (
     T,
@@ -466,37 +467,114 @@ def test_vllm_default_runner_for_kimi_matches_every_release() -> None:
             assert (got == facts.V2) == v2_default, (version, arch)
 
 
-# --- EAGLE 3.1 switches (facts.EAGLE31_READ_SINCE), on every cached release ---------------------
+# --- EAGLE 3.1 switches, on every cached release ----------------------------------------------
+# SGLang: facts.EAGLE31_READ_SINCE (the first release whose drafter class reads each switch).
+# vLLM: the [[drafter_fact]] entries of patches/vllm/eagle31-switches/patch.toml, the one source the
+# check reads (facts.switch_outcome and facts.switch_read_since); each entry's `published` is derived
+# here from the release's own files.
 
-_SWITCH_FILES = {
-    "vllm": {"llama": "vllm/model_executor/models/llama_eagle3.py",
-             "mla": "vllm/model_executor/models/deepseek_eagle3.py",
-             "speculators": "vllm/transformers_utils/configs/speculators/algos.py"},
-    "sglang": {"llama": "sglang/srt/models/llama_eagle3.py", "mla": "sglang/srt/models/kimi_k25_eagle3.py"},
-}
+_SGLANG_SWITCH_FILES = {"llama": "sglang/srt/models/llama_eagle3.py", "mla": "sglang/srt/models/kimi_k25_eagle3.py"}
 
 
-def _reads_switch(path: Path, kind: str, switch: str) -> bool:
+def _reads_switch(path: Path, switch: str) -> bool:
     if not path.is_file():
         return False
     text = path.read_text()
-    if kind == "speculators":  # the converter must carry it into the config the model reads
-        return f'pre_trained_config["{switch}"] = config_dict.get("{switch}"' in text
     return f'getattr(self.config, "{switch}"' in text or f'getattr(config, "{switch}"' in text
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_eagle31_switch_readers_match_every_release(engine: str) -> None:
-    trees = _trees(engine)
-    assert len(trees) > 10
-    for version, tree in trees:
-        for kind, rel in _SWITCH_FILES[engine].items():
+def test_sglang_eagle31_switch_readers_match_every_release() -> None:
+    assert set(facts.EAGLE31_READ_SINCE) == {"sglang"}, "vLLM's switch facts live in its manifest only"
+    for version, tree in _trees("sglang"):
+        for kind, rel in _SGLANG_SWITCH_FILES.items():
             for switch in facts.EAGLE31_SWITCHES:
-                since = facts.EAGLE31_READ_SINCE[engine].get(kind, {}).get(switch)
+                since = facts.EAGLE31_READ_SINCE["sglang"].get(kind, {}).get(switch)
                 expected = since is not None and version >= Version(since)
-                assert _reads_switch(tree / rel, kind, switch) == expected, (version, kind, switch)
+                assert _reads_switch(tree / rel, switch) == expected, (version, kind, switch)
 
 
+_VLLM_CLASS_FILES = {"Eagle3LlamaForCausalLM": "vllm/model_executor/models/llama_eagle3.py",
+                     "Eagle3DeepseekV2ForCausalLM": "vllm/model_executor/models/deepseek_eagle3.py"}
+_CONVERTER = "vllm/transformers_utils/configs/speculators/algos.py"
+
+
+def _vllm_published(tree: Path, key: str, path: str, drafter: str) -> str | None:
+    """What the release's files do with ``key`` for this class and config path; None: no such class."""
+    cls_file = tree / _VLLM_CLASS_FILES[drafter]
+    if not cls_file.is_file():
+        return None
+    text = cls_file.read_text()
+    reads = _reads_switch(cls_file, key)
+    combine = text.split("def combine_hidden_states", 1)[1].split("\n    def ", 1)[0] if reads else ""
+    # fc_norm builds a module; it is honoured only where combine_hidden_states applies it (0.22.x's
+    # DeepSeek class builds and loads it, and never calls it).
+    applied = key != "fc_norm" or "fc_norm" in combine
+    if key == "norm_output" and reads:  # EAGLE 3.1's meaning: the post-norm state to the next draft step
+        assert "aux_output = hidden_states if self.norm_output else hidden_prenorm" in text, (tree, drafter)
+    weight = facts.SWITCH_WEIGHTS.get(key)
+    if path == "speculators":
+        converter = tree / _CONVERTER
+        carried = converter.is_file() and f'pre_trained_config["{key}"] = config_dict.get("{key}"' in converter.read_text()
+        if reads and applied and carried:
+            return "honoured"
+        # Not carried: the class sees the switch off. Its weights either stop the load (no parameter)
+        # or are skipped (input_norm., skip list); a switch without weights changes nothing.
+        if weight is None or reads:
+            return "dropped"
+        return "raises-at-load"
+    if reads:
+        return "honoured" if applied else "unused"
+    return "raises-at-load" if weight is not None else "dropped"
+
+
+_LOGITS_NORMED = {"vllm": ("vllm/model_executor/models/llama_eagle3.py",
+                            "hidden_states, hidden_prenorm = self.norm(hidden_states, residual)"),
+                   "sglang": ("sglang/srt/models/llama_eagle3.py",
+                              "hidden_states_to_logits, hidden_states_to_aux = self.norm(")}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_norm_output_is_eagle31s_switch_and_lm_head_always_gets_the_normed_state(engine: str) -> None:
+    """facts.SPECFORGE_NORM_OUTPUT: every release's Llama drafter feeds lm_head the normed state
+    (SpecForge 0.2.0's norm_output false has no engine counterpart), and where it reads norm_output,
+    true selects the normed state for the next draft step (EAGLE 3.1's meaning)."""
+    rel, normed = _LOGITS_NORMED[engine]
+    chooses = {"vllm": "aux_output = hidden_states if self.norm_output else hidden_prenorm",
+               "sglang": "aux = hidden_states_to_logits if self.norm_output else hidden_states_to_aux"}[engine]
+    read_on = 0
+    for version, tree in _trees(engine):
+        path = tree / rel
+        if not path.is_file():
+            continue
+        text = path.read_text()
+        assert normed in text, version
+        if _reads_switch(path, "norm_output"):
+            assert chooses in text, version
+            read_on += 1
+    assert read_on > 5
+
+
+def test_vllm_eagle31_drafter_facts_match_every_release() -> None:
+    """Each [[drafter_fact]]'s `published` is what the release's files do, on every covered release;
+    every release where the class exists is covered by exactly one entry per key, path and class."""
+    (fam,) = [f for f in manifest.load_all(manifest.PATCHES, ("vllm",)) if f.name == facts.EAGLE31_FAMILY]
+    triples = {(f.key, f.path, f.drafter) for f in fam.drafter_facts}
+    assert len(triples) == 3 + 3 + 3  # speculators -> Llama, config -> Llama, config -> DeepSeek
+    checked = 0
+    for version, tree in _trees("vllm"):
+        for key, path, drafter in sorted(triples):
+            covering = [f for f in fam.drafter_facts
+                        if (f.key, f.path, f.drafter) == (key, path, drafter) and contains(f.versions, version)]
+            derived = _vllm_published(tree, key, path, drafter)
+            if derived is None or any(contains(r.versions, version) for r in fam.refused):
+                # no such class, or a release the family refuses (the rest of the stack needs 0.11.1):
+                # no entry, and the check derives the release's answer from the entries' first honoured one
+                assert covering == [], (version, key, path, drafter)
+                continue
+            assert len(covering) == 1, (version, key, path, drafter, covering)
+            assert covering[0].published == derived, (version, key, path, drafter, derived)
+            checked += 1
+    assert checked > 250
 def test_vllm_skips_input_norm_from_0_18_0() -> None:
     for version, tree in _trees("vllm"):
         text = (tree / "vllm/model_executor/models/llama_eagle3.py").read_text()

@@ -45,6 +45,7 @@ class DrafterConfig:
     torch_dtype: str | None
     rope_parameters: dict | None = None  # transformers 5's layout (speculators writes only this)
     switches: tuple[str, ...] = ()  # EAGLE 3.1 switches the config turns on (facts.EAGLE31_SWITCHES)
+    switches_off: tuple[str, ...] = ()  # EAGLE 3.1 switches the config sets to false, explicitly
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,10 @@ def parse_drafter_config(config: dict, where: Path) -> DrafterConfig:
     dtype = config.get("torch_dtype", layer.get("torch_dtype", config.get("dtype", layer.get("dtype"))))
     # Both tools write the switches at the top level; vLLM 0.22+ and SGLang 0.5.17+ also take
     # norm_before_fc from eagle_config, first.
-    switches = tuple(name for name in ("norm_before_fc", "fc_norm", "norm_output")
-                     if (eagle.get(name, config.get(name)) if name == "norm_before_fc" else config.get(name)) is True)
+    said = {name: eagle.get(name, config.get(name)) if name == "norm_before_fc" else config.get(name)
+            for name in ("norm_before_fc", "fc_norm", "norm_output")}
+    switches = tuple(name for name, value in said.items() if value is True)
+    switches_off = tuple(name for name, value in said.items() if value is False)
     smt = config.get("speculators_model_type")
     return DrafterConfig(
         format=fmt,
@@ -155,6 +158,7 @@ def parse_drafter_config(config: dict, where: Path) -> DrafterConfig:
         torch_dtype=dtype if isinstance(dtype, str) else None,
         rope_parameters=_dict(layer, "rope_parameters", where),
         switches=switches,
+        switches_off=switches_off,
     )
 
 

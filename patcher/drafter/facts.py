@@ -21,11 +21,11 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .. import engine_specs, launch_facts
+from .. import engine_specs, launch_facts, matrix
 from ..manifest import contains
 from ..plan import OK_STATES, State
 from .key_names import LAYERS0, MIDLAYER
-from .release import Release
+from .release import FamilyState, Release
 
 KEYS_FAMILY = "eagle3-drafter-keys"
 AUX_IDS_FAMILY = "eagle3-aux-layer-ids"  # backports 0.5.11's no-re-call and 0.5.13's shift rule
@@ -320,37 +320,67 @@ def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list
 # --- EAGLE 3.1 switches ---------------------------------------------------------------------------
 # `norm_before_fc` (one RMSNorm over the concatenated aux states, weight `input_norm.weight`),
 # `fc_norm` (an RMSNorm per aux state, `fc_norm.{i}.weight`) and `norm_output` (the post-norm state
-# fed to the next draft step; no weight). The first release whose drafter class reads each one
-# (vLLM: llama_eagle3.py / deepseek_eagle3.py; SGLang: llama_eagle3.py / kimi_k25_eagle3.py), and for
-# vLLM the first whose speculators-config converter (configs/speculators/algos.py) carries it into
-# the config the model reads. A switch missing from a class's table is read by no release.
-# tests/test_drafter_release.py proves every entry on the cached wheels.
+# fed to the next draft step; no weight).
+# vLLM: the [[drafter_fact]] entries of vllm/eagle31-switches (per switch, config path and drafter
+# class, what each release does as published and patched) are the one source; "read since" is the
+# first release in releases.txt whose entry is `published = "honoured"` (``_vllm_honoured_since``).
+# SGLang (no such manifest facts): the first release whose drafter class (llama_eagle3.py /
+# kimi_k25_eagle3.py) reads each one; a switch missing from a class's table is read by no release.
+# tests/test_drafter_release.py proves both on every cached wheel.
 EAGLE31_SWITCHES = ("norm_before_fc", "fc_norm", "norm_output")
 SWITCH_WEIGHTS = {"norm_before_fc": "input_norm.", "fc_norm": "fc_norm."}
 EAGLE31_READ_SINCE: dict[str, dict[str, dict[str, str]]] = {
-    "vllm": {"llama": {"norm_before_fc": "0.18.0", "fc_norm": "0.22.0", "norm_output": "0.22.0"},
-             "mla": {"fc_norm": "0.22.0", "norm_output": "0.22.0"},
-             "speculators": {"norm_before_fc": "0.19.0", "fc_norm": "0.25.0", "norm_output": "0.25.0"}},
     "sglang": {"llama": {"fc_norm": "0.5.12", "norm_output": "0.5.12", "norm_before_fc": "0.5.17"},
                "mla": {"fc_norm": "0.5.13", "norm_output": "0.5.13"}},
 }
+# SpecForge 0.2.0 spells another switch `norm_output`. Its Llama drafter (the only EAGLE-3 class it
+# trains, HF layout) reads `getattr(config, "norm_output", True)` and applies the final norm before
+# lm_head only when true (specforge/modeling/draft/llama3_eagle.py:1690, :1773), while its training
+# loop feeds the next draft step the pre-norm backbone output whatever the key says
+# (specforge/algorithms/eagle3/model.py:386-400). So its `true` (and its default, no key) is plain
+# EAGLE-3, and its `false` is an lm_head on the un-normed state, which no engine release runs. Both
+# engines read the key as EAGLE 3.1's (the post-norm state fed to the next step). SpecForge took
+# EAGLE 3.1's meaning in sgl-project/SpecForge#879, after 0.2.0. It has no norm_before_fc: a config
+# or checkpoint with it is not a SpecForge 0.2.0 drafter. tests/support/real_drafters.py checks
+# this on the wheel.
+SPECFORGE_NORM_OUTPUT_REF = "sgl-project/SpecForge#879"
+SPECFORGE_NORM_OUTPUT = ("SpecForge 0.2.0 and earlier write norm_output for another switch: the final norm "
+                         "before lm_head (on by default), with the pre-norm state fed to the next draft step")
 # vLLM's Llama drafter loader skips `input_norm.*` without a word when norm_before_fc is off
 # (skip_substrs); every other tensor without a parameter stops its AutoWeightsLoader.
 VLLM_SKIPS_INPUT_NORM = SINCE["vllm"][SKIPS_INPUT_NORM]
 HONOURED, REFUSED, DROPPED = "honoured", "refused", "dropped"
+# The class vLLM builds for each drafter class the check tells apart. Every speculators EAGLE-3
+# drafter is converted to the Llama class (update_eagle3): its path's entries name that class.
+_VLLM_CLASS = {"llama": "Eagle3LlamaForCausalLM", "mla": "Eagle3DeepseekV2ForCausalLM"}
 
 
-def switch_read_since(engine: str, switch: str, drafter_class: str, speculators_format: bool) -> Version | None:
-    """The first release that runs the switch for this drafter; None: no release does."""
-    first = EAGLE31_READ_SINCE[engine].get(drafter_class, {}).get(switch)
-    if first is None:
-        return None
-    if speculators_format:
-        carried = EAGLE31_READ_SINCE[engine].get("speculators", {}).get(switch)
-        if carried is None:
+def _vllm_honoured_since(fam: FamilyState, switch: str, path: str, drafter: str) -> Version | None:
+    """The first covered release whose [[drafter_fact]] for (switch, path, class) says the release
+    as published honours it; None: none does."""
+    honoured = [f.versions for f in fam.family.drafter_facts
+                if (f.key, f.path, f.drafter) == (switch, path, drafter) and f.published == HONOURED]
+    releases = sorted(Version(v) for v in matrix.releases(fam.family.engine, fam.family.folder.parent.parent))
+    return next((v for v in releases if any(contains(spec, v) for spec in honoured)), None)
+
+
+def switch_read_since(release: Release, switch: str, drafter_class: str, speculators_format: bool) -> Version | None:
+    """The first release that runs the switch for this drafter as published; None: no release does."""
+    if release.name == "vllm":
+        fam = release.family(EAGLE31_FAMILY)
+        if fam is None:
             return None
-        return max(Version(first), Version(carried))
-    return Version(first)
+        first = _vllm_honoured_since(fam, switch, "config", _VLLM_CLASS[drafter_class])
+        if first is None or not speculators_format:
+            return first
+        # A speculators drafter runs it once the converter carries it (the entries measure that
+        # through the Llama class it becomes) and the class the config names reads it.
+        carried = _vllm_honoured_since(fam, switch, "speculators", _VLLM_CLASS["llama"])
+        return None if carried is None else max(first, carried)
+    read = EAGLE31_READ_SINCE[release.name].get(drafter_class, {}).get(switch)
+    if read is None or speculators_format:  # SGLang reads no speculators config
+        return None
+    return Version(read)
 
 
 def switch_outcome(release: Release, switch: str, drafter_class: str, speculators_format: bool,
@@ -361,7 +391,7 @@ def switch_outcome(release: Release, switch: str, drafter_class: str, speculator
     from_manifest = _switch_fact(release, switch, drafter_class, speculators_format)
     if from_manifest is not None:
         return from_manifest
-    first = switch_read_since(release.name, switch, drafter_class, speculators_format)
+    first = switch_read_since(release, switch, drafter_class, speculators_format)
     if first is not None and release.version >= first:
         return HONOURED, f"read since {release.name} {first}"
     guard = EAGLE31_FAMILY if release.name == "vllm" else SGLANG_GUARDS_FAMILY
@@ -389,10 +419,10 @@ def _switch_fact(release: Release, switch: str, drafter_class: str, speculators_
     fam = release.family(EAGLE31_FAMILY) if release.name == "vllm" else None
     if fam is None or release.version is None:
         return None
-    cls = "Deepseek" if drafter_class == "mla" else "Llama"
+    cls = _VLLM_CLASS[drafter_class]
     path = "speculators" if speculators_format else "config"
     for fact in fam.family.drafter_facts:
-        if (fact.key, fact.path) == (switch, path) and cls in fact.drafter and contains(fact.versions, release.version):
+        if (fact.key, fact.path) == (switch, path) and fact.drafter == cls and contains(fact.versions, release.version):
             fixed = fam.state in OK_STATES
             state = fact.patched if fixed else fact.published
             how = {"honoured": "read", "refused": "refused at config load", "raises-at-load": "stops the load on it",

@@ -251,6 +251,14 @@ def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release |
             out.append(problem(f"eagle31.{switch}", f"{len(weights)} {prefix}* tensor(s), but the config does not set "
                                f"{switch}: the drafter was trained with it and the engine runs it without",
                                wanted=f'"{switch}": true', found=f"{switch} unset or false; e.g. {weights[0]}"))
+    specforge_meaning = _may_be_specforge_norm_output(names, d, drafter_class)
+    if specforge_meaning and "norm_output" in d.switches_off:
+        out.append(hint("eagle31.norm_output", "norm_output is false: every engine release reads it as EAGLE 3.1's "
+                        "switch, off (the next draft step gets the pre-norm state, lm_head the normed one). "
+                        f"{facts.SPECFORGE_NORM_OUTPUT}: their false trains lm_head on the un-normed state, which "
+                        "no engine release runs",
+                        hint="trained with SpecForge 0.2.0 or earlier and norm_output false: retrain with it "
+                        "true or unset; trained otherwise: nothing to do"))
     for switch in d.switches:
         weight_prefix = facts.SWITCH_WEIGHTS.get(switch)
         has_weights = weight_prefix is not None and any(n.startswith(weight_prefix) for n in names)
@@ -266,10 +274,20 @@ def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release |
         what = f"{switch} (EAGLE 3.1) on {release.label()} with this {drafter_class} drafter"
         if speculators:
             what += " (speculators config)"
+        other_meaning = specforge_meaning and switch == "norm_output"
+        specforge_todo = ("trained with SpecForge 0.2.0 or earlier: delete norm_output from config.json, and "
+                          "every release runs the drafter as trained")
+        if outcome == facts.HONOURED and other_meaning:
+            out.append(hint(f"eagle31.{switch}", f"{what}: honoured as EAGLE 3.1's switch ({why}): the next draft "
+                            f"step gets the post-norm state. {facts.SPECFORGE_NORM_OUTPUT}: such a drafter runs "
+                            "unlike training here",
+                            hint=f"{specforge_todo}; trained for EAGLE 3.1 (speculators, TorchSpec, SpecForge "
+                            f"after {facts.SPECFORGE_NORM_OUTPUT_REF}): nothing to do"))
+            continue
         if outcome == facts.HONOURED:
             out.append(ok(f"eagle31.{switch}", f"{what}: honoured ({why})"))
             continue
-        since = facts.switch_read_since(release.name, switch, drafter_class, speculators)
+        since = facts.switch_read_since(release, switch, drafter_class, speculators)
         todo = (f"use {release.name} {since} or newer" if since is not None
                 else f"no {release.name} release runs {switch} for this drafter")
         if later is not None and later[0] == facts.HONOURED:  # our family carries it, as upstream later does
@@ -278,12 +296,25 @@ def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release |
             message = f"{what}: refused loudly, the server stops at load ({why})"
         else:
             message = f"{what}: dropped in silence ({why}); the drafter runs without it, unlike training"
+            if other_meaning:
+                message += (f" if it meant EAGLE 3.1's switch. {facts.SPECFORGE_NORM_OUTPUT}: such a drafter "
+                            "runs as trained")
         if later is not None and later[0] != outcome:
             after = "it is honoured" if later[0] == facts.HONOURED else "it is refused at load"
             message += f"; after '{release.apply_command()}' {after} ({later[1]})"
+        if other_meaning:
+            todo = f"{specforge_todo}; trained for EAGLE 3.1: {todo}"
         out.append(problem(f"eagle31.{switch}", message, wanted=f"a release that runs {switch}",
                            found=release.label(), hint=todo))
     return out
+
+
+def _may_be_specforge_norm_output(names: list[str], d: DrafterConfig, drafter_class: str) -> bool:
+    """Whether the drafter's norm_output may be SpecForge 0.2.0's other switch (facts.SPECFORGE_NORM_OUTPUT):
+    the HF-layout Llama drafter SpecForge writes, without norm_before_fc, which SpecForge 0.2.0 never trains."""
+    if d.format == SPECULATORS or drafter_class != "llama" or "norm_before_fc" in d.switches:
+        return False
+    return not any(n.startswith(facts.SWITCH_WEIGHTS["norm_before_fc"]) for n in names)
 
 
 def check_rope(d: DrafterConfig, release: Release | None) -> list[Finding]:

@@ -141,6 +141,20 @@ def assert_layout_facts() -> None:
     draft = (sf / "modeling/draft/llama3_eagle.py").read_text()
     assert "self.midlayer = LlamaDecoderLayer(" in draft
     assert 'if getattr(config, "fc_norm", False):' in draft
+    # norm_output is SpecForge 0.2.0's own switch (patcher/drafter/facts.py, SPECFORGE_NORM_OUTPUT): on
+    # by default, it gates only the final norm before lm_head; the next draft step always gets the
+    # pre-norm backbone output. And SpecForge 0.2.0 has no norm_before_fc anywhere.
+    assert 'self.norm_output = getattr(config, "norm_output", True)' in draft
+    logits = draft.split("def compute_logits", 1)[1].split("\n    def ", 1)[0]
+    assert "if self.norm_output:\n            norm_hidden_states = self.norm(hidden_states)" in logits
+    assert "return self.lm_head(norm_hidden_states)" in logits
+    loop = (sf / "algorithms/eagle3/model.py").read_text()
+    assert ("hidden_states_out = self.draft_model.backbone(" in loop
+            and "hidden_states = hidden_states_out\n\n            # Step 5.4: get logits\n"
+                "            logits = self.draft_model.compute_logits(hidden_states)" in loop)
+    backbone = draft.split("def backbone", 1)[1].split("\n    def ", 1)[0]
+    assert "self.norm(" not in backbone  # the backbone output, fed to the next step, is pre-norm
+    assert not any("norm_before_fc" in f.read_text() for f in sf.rglob("*.py"))
 
 
 def legacy_rope_scaling(folder: Path) -> bool:
