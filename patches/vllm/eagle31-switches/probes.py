@@ -1,10 +1,15 @@
 """Probes for vllm/eagle31-switches. check(module) raises AssertionError.
 
-`module` is vllm.transformers_utils.configs.speculators.algos. Each check drives the converter the
+The speculators checks get vllm.transformers_utils.configs.speculators.algos and drive the converter the
 config loader uses for a speculators-format EAGLE-3 drafter (SUPPORTED_SPECULATORS_TYPES["eagle3"],
 i.e. update_eagle3) on a stand-in speculators config, one EAGLE 3.1 switch at a time: the switch
 must either reach the Transformers config the drafter class reads, or be refused at once with a
 message naming it and the release that honours it. Nothing in between (dropped in silence).
+
+The MLA checks get vllm.model_executor.models.deepseek_eagle3 and drive the real
+Eagle3DeepseekV2ForCausalLM (the class HF-format MLA drafters such as Kimi K2.6's EAGLE 3.1 drafter
+are built as; their config.json is read as written) on stand-ins: its constructor on a real
+DeepseekV3Config, its combine_hidden_states on a stand-in model whose norms are known scalings.
 """
 
 from __future__ import annotations
@@ -88,3 +93,80 @@ def carries_every_switch(module) -> None:
     for key in SWITCHES:
         _carried(module, key)
     _plain_drafter_converts(module)
+
+
+# The MLA class: fc_norm and norm_output are honoured from 0.22.0 with kimi-patcher (fc_norm as
+# published from 0.23.0, vllm-project/vllm#43482; norm_output as published from 0.22.0).
+MLA_SWITCHES = ("fc_norm", "norm_output")
+MLA_FIRST_HONOURED = {"fc_norm": "0.22.0", "norm_output": "0.22.0"}
+
+
+class _ConstructorPassedTheCheck(Exception):
+    """Raised by the stand-in vllm_config once the constructor goes on to size the drafter."""
+
+
+def _build_mla_drafter(module, **switches) -> Exception:
+    """The exception Eagle3DeepseekV2ForCausalLM(vllm_config=...) raises on a stand-in vllm_config
+    whose draft config is a real DeepseekV3Config with `switches`; _ConstructorPassedTheCheck means
+    the constructor accepted the config and went on to ask the target's layer count."""
+    from types import SimpleNamespace
+
+    def target_layers(*_args, **_kw):
+        raise _ConstructorPassedTheCheck()
+
+    hf_config = module.DeepseekV3Config(hidden_size=64, vocab_size=128, **switches)
+    vllm_config = SimpleNamespace(
+        speculative_config=SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=hf_config)),
+        model_config=SimpleNamespace(get_num_layers=target_layers),
+        parallel_config=SimpleNamespace(),
+    )
+    try:
+        module.Eagle3DeepseekV2ForCausalLM(vllm_config=vllm_config)
+    except Exception as exc:  # the outcome under test
+        return exc
+    raise AssertionError("the stand-in vllm_config cannot build a drafter; the constructor returned")
+
+
+def mla_drafter_refuses_fc_norm_and_norm_output(module) -> None:
+    """W3-W4 (0.18.0-0.21.0): the MLA class has neither switch; building it with one set must fail
+    at once naming the switch and the release that honours it, and a plain config must pass."""
+    for key in MLA_SWITCHES:
+        exc = _build_mla_drafter(module, **{key: True})
+        assert not isinstance(exc, _ConstructorPassedTheCheck), (
+            f"Eagle3DeepseekV2ForCausalLM accepted {key}: true although this release never applies it: "
+            "the drafter would draft from other features in silence"
+        )
+        text = str(exc)
+        assert isinstance(exc, ValueError) and key in text and MLA_FIRST_HONOURED[key] in text, (
+            f"the refusal must be a ValueError naming {key} and vLLM {MLA_FIRST_HONOURED[key]}: "
+            f"{type(exc).__name__}: {text}"
+        )
+    exc = _build_mla_drafter(module, **{k: False for k in MLA_SWITCHES})
+    assert isinstance(exc, _ConstructorPassedTheCheck), (
+        f"an MLA drafter with every EAGLE 3.1 switch off was refused: {type(exc).__name__}: {exc}"
+    )
+
+
+def mla_drafter_applies_fc_norm(module) -> None:
+    """W5 (0.22.x, backport), 0.23.0+ as published: combine_hidden_states normalises each aux layer's
+    chunk with its own fc_norm before fc, and leaves the features alone when fc_norm is off."""
+    from types import SimpleNamespace
+
+    import torch
+
+    scales = (2.0, 3.0, 5.0)  # stand-in norms: a known, different scaling per aux layer
+    norms = [lambda chunk, s=s: chunk * s for s in scales]
+    features = torch.arange(1.0, 13.0).reshape(2, 6)  # 2 tokens, 3 aux layers of width 2
+    combine = module.Eagle3DeepseekV2ForCausalLM.combine_hidden_states
+
+    def stand_in(fc_norm):
+        return SimpleNamespace(model=SimpleNamespace(fc=lambda x: x, fc_norm=fc_norm, num_aux_hidden_states=3))
+
+    got = combine(stand_in(norms), features)
+    wanted = torch.cat([c * s for c, s in zip(features.chunk(3, dim=-1), scales)], dim=-1)
+    assert torch.equal(got, wanted), (
+        f"fc_norm is built and loaded but fc got {got.tolist()} instead of the per-layer normed "
+        f"{wanted.tolist()}: unnormalised aux features in silence"
+    )
+    plain = combine(stand_in(None), features)
+    assert torch.equal(plain, features), f"without fc_norm the features changed: {plain.tolist()}"
