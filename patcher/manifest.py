@@ -108,7 +108,7 @@ class DrafterFact:
     drafter: str  # the drafter class the engine builds, e.g. "Eagle3LlamaForCausalLM"
     versions: SpecifierSet
     published: str  # one of DRAFTER_FACT_STATES but "refused"
-    patched: str  # with this family applied; "refused" = refused at config load
+    patched: str  # with this family applied; "refused" = refused at config load (or when the class is built)
 
 
 @dataclass(frozen=True)

@@ -425,7 +425,10 @@ def _switch_fact(release: Release, switch: str, drafter_class: str, speculators_
         if (fact.key, fact.path) == (switch, path) and fact.drafter == cls and contains(fact.versions, release.version):
             fixed = fam.state in OK_STATES
             state = fact.patched if fixed else fact.published
-            how = {"honoured": "read", "refused": "refused at config load", "raises-at-load": "stops the load on it",
+            # the family refuses a speculators config when it is converted, an HF config (the MLA
+            # class) when the drafter class is built, before its weights load
+            refused = "refused at config load" if path == "speculators" else "refused when the drafter is built"
+            how = {"honoured": "read", "refused": refused, "raises-at-load": "stops the load on it",
                    "dropped": "dropped in silence", "unused": "loaded but never applied"}[state]
             where = f"with {release.name}/{EAGLE31_FAMILY} {fam.state}" if fixed else "as published"
             return _FACT_OUTCOME[state], f"{release.label()} {how} ({where})"
