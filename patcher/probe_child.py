@@ -157,9 +157,9 @@ def _preload(engine):
                     continue
                 importlib.import_module(name)
             except ModuleNotFoundError as e:
-                if e.name != name:  # a dependency of it is missing: it may be half imported
+                if not (name == e.name or name.startswith(f"{e.name}.")):  # a dependency of it: half imported?
                     return done, f"preloading {name} raised ModuleNotFoundError: {e}"
-                continue  # this release of its package has no such submodule: nothing was imported
+                continue  # this release of its package has no such (parent) submodule: nothing was imported
             except BaseException as e:  # a half-imported module must not reach a child: spawn instead
                 first_line = (str(e).splitlines() or [""])[0][:200]
                 return done, f"preloading {name} raised {type(e).__name__}: {first_line}"
