@@ -8,12 +8,13 @@ Two modes, one request (JSON in ``argv[1]``):
 * ``spawn``: one interpreter runs the probes of one group (one module after the same
   preloads) and prints their results after ``MARK``. One fresh interpreter per group.
 * ``fork``: a zygote. It imports the heavy third-party modules the engine's modules use
-  (``PRELOAD``, those that are installed; never the engine), then forks one child per group,
-  so each child imports the engine's modules fresh, as a fresh interpreter would, without
-  paying for torch again. A child's failed import dies with the child. The zygote refuses
-  (says ``mode: spawn`` and why, and the caller spawns as above) where a fork is not a clean
-  copy: no ``os.fork``, not Linux, a thread running after the preloads, a preload that
-  failed or pulled in the engine.
+  (``PRELOAD`` and the engine's ``ENGINE_PRELOAD``, those that are installed; never the
+  engine), freezes them out of the collector's reach, then forks one child per group, so each
+  child imports the engine's modules fresh, as a fresh interpreter would, without paying for
+  torch again. A child's failed import dies with the child. The zygote refuses (says
+  ``mode: spawn`` and why, and the caller spawns as above) where a fork is not a clean copy:
+  no ``os.fork``, not Linux, a thread running after the preloads, CUDA initialised by them,
+  a preload that failed or pulled in the engine.
 """
 
 import importlib
