@@ -9,12 +9,16 @@ applies is applied (no probes), then, alternating, for --runs rounds:
   fork     ``patcher verify`` as the CLI runs it: the zygote preloads torch & co and forks a child
            per probed module (today's runner);
   spawn    the same with KIMI_PATCHER_PROBE_SPAWN=1: one fresh interpreter per probed module (the
-           runner before the zygote, kept as the fallback).
+           runner before the zygote, kept as the fallback);
+  before   with --before DIR: ``patcher verify`` of another checkout of this repository (run from
+           DIR, so ``-m patcher`` is DIR's), e.g. the commit before a change to the runner.
 
-Medians are printed with the ratios to ``import`` (goal: fork <= 1.3x wall, <= 1.6x CPU), and
-whether fork and spawn reported the same probe outcomes. The env is reverted at the end.
+Medians are printed with the ratios to ``import`` (goal: fork <= 1.3x wall, <= 1.6x CPU), how
+fork ran (``--debug``'s line: a zygote that fell back to spawning would otherwise pass for fork),
+and whether fork and spawn reported the same probe outcomes. The env is reverted at the end.
+Wall time on a loaded machine measures the machine; the load is printed, ``uptime`` before a run helps.
 
-Usage: python benchmarks/probe_overhead.py [--sglang 0.5.9] [--vllm 0.19.1] [--runs 3]
+Usage: python benchmarks/probe_overhead.py [--sglang 0.5.9] [--vllm 0.19.1] [--runs 3] [--before DIR] [--no-spawn]
        (an empty version skips that engine)
 """
 
@@ -36,15 +40,16 @@ from patcher import actions, probes  # noqa: E402
 from patcher.maintainer import cpu_env  # noqa: E402
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """(wall s, CPU s of the process and all it waited for, stdout)."""
+def timed(argv: list[str], env: dict[str, str],
+          cwd: str | None = None) -> tuple[float, float, subprocess.CompletedProcess]:
+    """(wall s, CPU s of the process and all it waited for, the process)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, cwd=cwd)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, proc.stdout
+    return wall, cpu, proc
 
 
 def outcomes(stdout: str) -> dict[str, tuple[str, str]]:
@@ -52,21 +57,22 @@ def outcomes(stdout: str) -> dict[str, tuple[str, str]]:
     return {f"{f['id']}:{p['id']}": (p["status"], p["detail"]) for f in report["families"] for p in f["probes"]}
 
 
-def measure(engine: str, version: str, runs: int) -> None:
+def measure(engine: str, version: str, runs: int, before: Path | None = None, spawn: bool = True) -> None:
     with cpu_env.using(engine, version, log=lambda *_: None) as python:
-        applied_and_measured(engine, version, python, runs)
+        applied_and_measured(engine, version, python, runs, before, spawn)
 
 
-def applied_and_measured(engine: str, version: str, python: Path, runs: int) -> None:
+def applied_and_measured(engine: str, version: str, python: Path, runs: int, before: Path | None = None,
+                         spawn: bool = True) -> None:
     """Every family applied (no probes), measured, reverted (the env is shared)."""
     actions.apply(engine, actions.Options(python=str(python), probes=False))
     try:
-        _measure(engine, version, str(python), runs)
+        _measure(engine, version, str(python), runs, before, spawn)
     finally:
         actions.revert(engine, actions.Options(python=str(python), probes=False))
 
 
-def _measure(engine: str, version: str, python: str, runs: int) -> None:
+def _measure(engine: str, version: str, python: str, runs: int, before: Path | None, spawn: bool) -> None:
     statuses = actions.verify(engine, actions.Options(python=python, probes=False)).statuses
     todo = probes.selected(statuses)
     modules = list(dict.fromkeys(m for _, p in todo for m in (*p["preload"], p["module"])))
@@ -74,34 +80,51 @@ def _measure(engine: str, version: str, python: str, runs: int) -> None:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
     env.pop(probes.FORCE_SPAWN, None)
     spawn_env = dict(env, **{probes.FORCE_SPAWN: "1"})
-    verify = [sys.executable, "-m", "patcher", "verify", "--engine", engine, "--python", python, "--json"]
+    verify = [sys.executable, "-m", "patcher", "verify", "--engine", engine, "--python", python, "--json", "--debug"]
     importing = [python, "-c", f"import importlib\nfor m in {modules!r}:\n    importlib.import_module(m)\n"]
-    kinds = {"import": (importing, env), "fork": (verify, env), "spawn": (verify, spawn_env)}
+    here = str(Path(__file__).resolve().parent.parent)  # ``-m patcher`` finds the package of cwd first
+    kinds = {"import": (importing, env, here), "fork": (verify, env, here)}
+    if spawn:
+        kinds["spawn"] = (verify, spawn_env, here)
+    if before is not None:
+        kinds["before"] = (verify, env, str(before.resolve()))
     timed(importing, env)  # warm the page cache once, for everyone
     figures: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
     seen: dict[str, dict] = {}
+    how: dict[str, str] = {}
     for r in range(runs):
         order = list(kinds) if r % 2 == 0 else list(kinds)[::-1]
         for kind in order:
-            argv, e = kinds[kind]
-            wall, cpu, out = timed(argv, e)
+            argv, e, cwd = kinds[kind]
+            wall, cpu, proc = timed(argv, e, cwd)
             figures[kind].append((wall, cpu))
             if kind != "import":
-                seen[kind] = outcomes(out)
+                seen[kind] = outcomes(proc.stdout)
+                how[kind] = _how(proc.stderr)
     med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in figures.items()}
     iw, ic = med["import"]
     states = sorted({s for s, _ in seen["fork"].values()})
     print(f"\n{engine} {version}: {len(todo)} probes in {groups} groups over {len(modules)} modules, "
           f"outcomes {states}; median of {runs} rounds, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     for kind, (w, c) in med.items():
-        ratio = "" if kind == "import" else f"   {w / iw:4.2f}x wall  {c / ic:4.2f}x CPU"
+        ratio = "" if kind == "import" else f"   {w / iw:4.2f}x wall  {c / ic:4.2f}x CPU   {how[kind]}"
         print(f"  {kind:6}  wall {w:6.1f} s  CPU {c:6.1f} s{ratio}")
-    print("  goal: fork <= 1.3x wall, <= 1.6x CPU;  fork and spawn report the same outcomes: "
-          f"{'yes' if seen['fork'] == seen['spawn'] else 'NO'}")
-    if seen["fork"] != seen["spawn"]:
-        for k in sorted(set(seen["fork"]) | set(seen["spawn"])):
-            if seen["fork"].get(k) != seen["spawn"].get(k):
-                print(f"    {k}: fork {seen['fork'].get(k)}  spawn {seen['spawn'].get(k)}")
+    same = all(seen[k] == seen["fork"] for k in seen)
+    print(f"  goal: fork <= 1.3x wall, <= 1.6x CPU;  {', '.join(seen)} report the same outcomes: "
+          f"{'yes' if same else 'NO'}")
+    for other in [k for k in seen if k != "fork"]:
+        for k in sorted(set(seen["fork"]) | set(seen[other])):
+            if seen["fork"].get(k) != seen[other].get(k):
+                print(f"    {k}: fork {seen['fork'].get(k)}  {other} {seen[other].get(k)}")
+
+
+def _how(stderr: str) -> str:
+    """--debug's line on how the probes ran, without the list of preloaded modules."""
+    line = next((ln for ln in stderr.splitlines() if ln.startswith("probes: ")), "probes: (no line)")
+    if " preloaded " in line:
+        names, _, seconds = line.split(" preloaded ", 1)[1].rpartition(" in ")
+        return f"(forked; {len(names.split(', '))} modules preloaded in {seconds})"
+    return "(" + line.removeprefix("probes: ") + ")"
 
 
 def main() -> int:
@@ -109,10 +132,12 @@ def main() -> int:
     ap.add_argument("--sglang", default="0.5.9")
     ap.add_argument("--vllm", default="0.19.1")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--before", type=Path, help="a checkout of this repository whose verify is timed too")
+    ap.add_argument("--no-spawn", action="store_true", help="leave out spawn (the slowest, by far)")
     args = ap.parse_args()
     for engine, version in (("sglang", args.sglang), ("vllm", args.vllm)):
         if version:
-            measure(engine, version, args.runs)
+            measure(engine, version, args.runs, args.before, spawn=not args.no_spawn)
     return 0
 
 

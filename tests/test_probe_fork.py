@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from patcher import actions, probe_child, probes
+from patcher import actions, manifest, probe_child, probes
+from tests.support.tiers import SAMPLE, release_param
 
 ENGINE = "toyengine"
 
@@ -24,6 +26,7 @@ MODULES = {
     # imports sub, damages it, then fails: what a half-failed engine import leaves behind
     "broken.py": "import toyengine.sub\ntoyengine.sub.X = 99\nraise RuntimeError('half imported')\n",
     "uses_dep.py": "import einops  # noqa: F401\n",
+    "uses_engine_dep.py": "import toydep  # noqa: F401\n",
 }
 
 CHECKS = '''
@@ -37,10 +40,28 @@ def sub_is_fresh(mod):
 def engine_not_inherited(mod):
     others = sorted(m for m in sys.modules if m.startswith("toyengine.") and m != "toyengine.sub")
     assert not others, others
+
+
+def preloads_frozen_own_garbage_collected(mod):
+    import gc, weakref
+
+    assert gc.get_freeze_count() > 0, "the zygote's objects are not frozen"
+
+    class Node:
+        pass
+
+    made = Node()
+    made.me = made  # a cycle: only the collector frees it
+    dead = weakref.ref(made)
+    del made
+    gc.collect()
+    assert dead() is None, "a cycle the child made was not collected"
 '''
 
 # A stand-in for a heavy dependency on the preload list: counts the interpreters that imported it.
 EINOPS = "import os\nwith open(os.environ['KIMI_TEST_IMPORTS'], 'a') as f:\n    f.write('x')\n"
+# One the toy engine alone imports, for ENGINE_PRELOAD: writes "y".
+TOYDEP = EINOPS.replace("'x'", "'y'")
 
 
 @pytest.fixture
@@ -52,6 +73,7 @@ def toy(tmp_path: Path, monkeypatch) -> tuple[Path, Path, dict[str, str]]:
     deps = tmp_path / "deps"  # on PYTHONPATH: present at start-up, as an installed dependency is
     deps.mkdir()
     (deps / "einops.py").write_text(EINOPS)
+    (deps / "toydep.py").write_text(TOYDEP)
     checks = tmp_path / "probes.py"
     checks.write_text(CHECKS)
     env = dict(os.environ, PYTHONPATH=str(deps), KIMI_TEST_IMPORTS=str(tmp_path / "imports"))
@@ -92,6 +114,45 @@ def test_the_zygote_imports_a_preloaded_dependency_once_for_every_child(toy, tmp
     assert (tmp_path / "imports").read_text() == "x"  # once, in the zygote; not again in the child
 
 
+def test_an_engines_own_preloads_are_imported_once_for_its_children_only(toy, tmp_path, monkeypatch):
+    """ENGINE_PRELOAD: what one engine's probed modules import beyond PRELOAD, preloaded for that
+    engine's zygote alone."""
+    _, checks, _ = toy
+    assert probes._RUNNER.count("ENGINE_PRELOAD = {") == 1
+    monkeypatch.setattr(probes, "_RUNNER", probes._RUNNER.replace(
+        "ENGINE_PRELOAD = {", f'ENGINE_PRELOAD = {{"{ENGINE}": ("toydep",), "otherengine": ("nothing_here",), ', 1))
+    batches = [probe("toyengine.uses_engine_dep", None, checks), probe("toyengine.uses_engine_dep", None, checks)]
+    batches[1][0]["preload"] = ["toyengine.sub"]  # another group: a second child
+    got, said = run(toy, batches)
+    assert statuses(got) == [("passed", ""), ("passed", "")], got
+    assert said[0].startswith("probes: one child per module forked") and "toydep" in said[0], said
+    assert "nothing_here" not in said[0], said
+    assert (tmp_path / "imports").read_text() == "xy"  # einops and toydep, once each, in the zygote
+
+
+def test_children_get_the_zygotes_objects_frozen_and_collect_their_own(toy):
+    """gc.freeze before forking: a child's collections skip what it inherited (they walked half a
+    million objects per child on SGLang) and still free what the child itself leaves behind."""
+    _, checks, _ = toy
+    got, said = run(toy, [probe("toyengine.sub", "preloads_frozen_own_garbage_collected", checks),
+                          probe("toyengine.uses_dep", "preloads_frozen_own_garbage_collected", checks)])
+    assert statuses(got) == [("passed", ""), ("passed", "")], got
+    assert said[0].startswith("probes: one child per module forked"), said
+
+
+def test_the_zygote_does_not_make_the_caller_wait_for_its_teardown(toy, tmp_path):
+    """A preloaded module's exit handler (torch & co tear down for seconds) never delays results:
+    the caller reads the zygote's messages until it exits."""
+    _, checks, env = toy
+    slow_exit = "import atexit, time\natexit.register(time.sleep, 60)\n"
+    (Path(env["PYTHONPATH"]) / "einops.py").write_text(EINOPS + slow_exit)
+    started = time.monotonic()
+    got, said = run(toy, [probe("toyengine.sub", "sub_is_fresh", checks)], timeout=120)
+    assert statuses(got) == [("passed", "")], got
+    assert said[0].startswith("probes: one child per module forked"), said
+    assert time.monotonic() - started < 40, "the caller waited for the zygote's exit handlers"
+
+
 def test_forced_spawn_imports_the_dependency_in_each_interpreter(toy, tmp_path):
     _, checks, env = toy
     env[probes.FORCE_SPAWN] = "1"
@@ -103,7 +164,8 @@ def test_forced_spawn_imports_the_dependency_in_each_interpreter(toy, tmp_path):
     assert (tmp_path / "imports").read_text() == "x"  # only the one interpreter that needed it
 
 
-@pytest.mark.parametrize("case", ["thread", "failed-preload", "missing-dependency", "engine-preloaded"])
+@pytest.mark.parametrize("case", ["thread", "failed-preload", "missing-dependency", "engine-preloaded",
+                                  "cuda-initialised"])
 def test_the_zygote_refuses_to_fork_a_copy_that_is_not_clean_and_says_why(toy, tmp_path, case):
     """Each case makes forking unsafe in the target interpreter; the probes still run, spawned."""
     _, checks, env = toy
@@ -118,14 +180,42 @@ def test_the_zygote_refuses_to_fork_a_copy_that_is_not_clean_and_says_why(toy, t
     elif case == "missing-dependency":  # einops is there, what it imports is not: half imported
         (deps / "einops.py").write_text("import os\nimport absent_dependency_xyz  # noqa\n")
         why = "preloading einops raised ModuleNotFoundError: No module named 'absent_dependency_xyz'"
-    else:  # a dependency that imports the engine: children would inherit its modules
+    elif case == "engine-preloaded":  # a dependency that imports the engine: children would inherit its modules
         (deps / "einops.py").write_text("import toyengine.sub  # noqa\n")
         env["PYTHONPATH"] += os.pathsep + str(toy[0])
         why = "imported toyengine itself (toyengine)"
+    else:  # a preload that initialised CUDA: a forked child could not use it, a fresh interpreter could
+        _toy_torch(deps, cuda_initialised=True)
+        why = "initialised CUDA"
     got, said = run(toy, [probe("toyengine.broken", None, checks), probe("toyengine.sub", "sub_is_fresh", checks)])
     assert statuses(got) == [("failed", "importing toyengine.broken raised RuntimeError: half imported"),
                              ("passed", "")], got
     assert len(said) == 1 and said[0].startswith("probes: one fresh interpreter per module (") and why in said[0], said
+
+
+def _toy_torch(deps: Path, cuda_initialised: bool) -> None:
+    """A stand-in torch (first on PRELOAD) whose torch.cuda says whether CUDA was initialised."""
+    (deps / "torch").mkdir()
+    (deps / "torch" / "__init__.py").write_text("from . import cuda  # noqa: F401\n")
+    (deps / "torch" / "cuda.py").write_text(f"def is_initialized():\n    return {cuda_initialised}\n")
+
+
+def test_a_torch_whose_cuda_is_not_initialised_is_forked_from(toy, tmp_path):
+    _, checks, env = toy
+    _toy_torch(Path(env["PYTHONPATH"]), cuda_initialised=False)
+    got, said = run(toy, [probe("toyengine.sub", "sub_is_fresh", checks)])
+    assert statuses(got) == [("passed", "")], got
+    assert said[0].startswith("probes: one child per module forked") and "torch" in said[0], said
+
+
+def test_no_preload_names_an_engine_or_its_kernels():
+    """Preloading must never import the engine (each child imports it fresh) nor the kernel packages
+    that load CUDA libraries; the zygote also checks at run time (the refusal cases above)."""
+    never = {*manifest.ENGINES, "sgl_kernel", "flashinfer", "vllm_flash_attn", "flash_attn", "deep_gemm",
+             "deep_ep", "aiter", "cuda", "pynvml", "nvidia"}
+    names = [*probe_child.PRELOAD, *(n for names in probe_child.ENGINE_PRELOAD.values() for n in names)]
+    assert set(probe_child.ENGINE_PRELOAD) <= set(manifest.ENGINES)
+    assert not [n for n in names if n.split(".")[0] in never], names
 
 
 def test_a_submodule_this_release_lacks_is_skipped_and_the_zygote_still_forks(toy, tmp_path, monkeypatch):
@@ -200,3 +290,34 @@ def test_the_cpu_envs_import_table_runs_through_the_one_runner(monkeypatch):
     assert batches == [[{"id": "sglang.a", "module": "sglang.a", "preload": [], "check": None}],
                        [{"id": "sglang.b", "module": "sglang.b", "preload": ["p"], "check": None}]]
     assert env == cpu_env.probe_env()
+
+
+ENV_CHECKS = '''
+import sys
+
+
+def preloads_left_engine_and_cuda_alone(mod):
+    engines = sorted({m.split(".")[0] for m in sys.modules} & {"sglang", "vllm", "sgl_kernel", "flashinfer"})
+    assert not engines, f"the zygote imported {engines}"
+    import torch
+
+    assert not torch.cuda.is_initialized(), "the zygote initialised CUDA"
+'''
+
+
+@pytest.mark.cpuenv
+@pytest.mark.parametrize("engine,version", [release_param(e, v) for e, v in sorted(SAMPLE)])
+def test_each_cpu_envs_preloads_fork_a_clean_copy(engine, version, tmp_path):
+    """In the real envs: PRELOAD and the engine's ENGINE_PRELOAD import without the engine, CUDA or
+    a thread, so probes run forked (test_probes_cpu.py proves their outcomes, not how they ran)."""
+    from patcher.maintainer import cpu_env
+    checks = tmp_path / "probes.py"
+    checks.write_text(ENV_CHECKS)
+    said: list[str] = []
+    with cpu_env.using(engine, version) as python:
+        got = probes.run_groups(str(python), engine, [], [probe("json", "preloads_left_engine_and_cuda_alone", checks)],
+                                cpu_env.PROBE_TIMEOUT, cpu_env.probe_env(), say=said.append)
+    assert statuses(got) == [("passed", "")], got
+    assert said[0].startswith("probes: one child per module forked"), said
+    preloaded = set(said[0].split(" preloaded ", 1)[1].rpartition(" in ")[0].split(", "))
+    assert {"torch", "transformers"} <= preloaded, said
