@@ -10,6 +10,7 @@ wrong one of two similar tables (see vLLM's fusion size dicts).
 
 from __future__ import annotations
 
+import operator
 import posixpath
 from dataclasses import dataclass
 from enum import Enum
@@ -202,7 +203,8 @@ def _differing_line(old: tuple[str, ...], texts: list[str], expected: int) -> tu
     lines, then nearest): (matching lines, first differing hunk line, where it starts), 0-based."""
     best = (-1, 0, 0, expected)
     for at in range(max(expected - 200, 0), max(min(expected + 200, len(texts) - len(old) + 1), 1)):
-        same = sum(1 for k, t in enumerate(old) if at + k < len(texts) and texts[at + k] == t)
+        # zip stops at the file's end: the equal lines of the hunk and the file from ``at``
+        same = sum(map(operator.eq, old, texts[at:at + len(old)]))
         key = (same, -abs(at - expected))
         if key > best[:2]:
             diff = next((k for k, t in enumerate(old) if at + k >= len(texts) or texts[at + k] != t), 0)

@@ -16,7 +16,41 @@ them one test at a time, and ``--collect-only`` or a one-test ``-k`` fetches not
 
 from __future__ import annotations
 
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from patcher import manifest
+
+# ----------------------------------------------------------------------------------------------
+# The shipped patch set, parsed once per test process. The CLI, run in-process a few thousand
+# times by the tests, parses every manifest of an engine two or three times a run (TOML, every
+# range boundary checked for overlaps): more than half of each run on a real release site
+# (test_bookkeeping.py's hostile-input campaign). Families are frozen dataclasses and their diffs
+# parse lazily into their own cache, so one parsed family serves every run. Keyed by the bytes of
+# every file of the family and of the engine's releases.txt: an edited manifest is parsed again.
+# Families the tests write under tmp_path are never kept (manifest errors are their subject).
+_load_uncached = manifest.load
+_families: dict[tuple[str, str], manifest.Family] = {}
+
+
+def _load_shipped_once(folder: Path) -> manifest.Family:
+    folder = Path(folder)
+    if folder.resolve().parent.parent != manifest.PATCHES.resolve():
+        return _load_uncached(folder)
+    digest = hashlib.sha256()
+    for path in sorted([*folder.iterdir(), folder.parent / "releases.txt"]):
+        if path.is_file():
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    key = (str(folder.resolve()), digest.hexdigest())
+    if key not in _families:
+        _families[key] = _load_uncached(folder)
+    return _families[key]
+
+
+manifest.load = _load_shipped_once
 
 
 def pytest_addoption(parser):
@@ -26,21 +60,63 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--full"):
-        return
-    kept, left = [], []
+    if not config.getoption("--full"):
+        kept, left = [], []
+        for item in items:
+            (left if item.get_closest_marker("full") else kept).append(item)
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = kept
+    _schedule_cpu_env_tests(items)
+
+
+def _schedule_cpu_env_tests(items) -> None:
+    """Real-import tests first, each CPU env line's tests together, in release order.
+
+    Under pytest-xdist (``--dist loadgroup``, pyproject.toml) the tests of one CPU env line form
+    one group, run by one worker: ``cpu_env.using`` holds a lock per line, so a second worker
+    taking a test of the same line would only wait on it, and two tests of one release in a row
+    (its probes, then a mutant sample on it) swap the engine in once. They go first because they
+    are the longest (tens of seconds to minutes each): started last, one of them would leave the
+    other core idle at the end of the run. Without xdist the marks change nothing but the order."""
+    from packaging.version import Version
+
+    from patcher.maintainer import cpu_env
+
+    def line_and_release(item) -> tuple[str, Version] | None:
+        if not item.get_closest_marker("cpuenv"):
+            return None
+        for engine, version in _releases(item):
+            try:
+                return cpu_env.line_for(engine, version), Version(version)
+            except ValueError:
+                return None
+        return None
+
+    heavy = {}
     for item in items:
-        (left if item.get_closest_marker("full") else kept).append(item)
-    if left:
-        config.hook.pytest_deselected(items=left)
-        items[:] = kept
+        where = line_and_release(item)
+        if where is not None:
+            heavy[item.nodeid] = where
+            item.add_marker(pytest.mark.xdist_group(where[0]))
+    order = {nodeid: i for i, nodeid in enumerate(sorted(heavy, key=lambda n: heavy[n]))}
+    items.sort(key=lambda item: (0, order[item.nodeid]) if item.nodeid in order else (1, 0))
 
 
 def _releases(item) -> set[tuple[str, str]]:
-    """The (engine, release) pairs a test names as parameters."""
+    """The (engine, release) pairs a test names as parameters: ``engine`` and ``version``, or a
+    mutant sample's ``fam`` and ``variant`` (judged on the release patcher.maintainer.mutation picks)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     engine, version = params.get("engine"), params.get("version")
-    return {(engine, version)} if isinstance(engine, str) and isinstance(version, str) else set()
+    if isinstance(engine, str) and isinstance(version, str):
+        return {(engine, version)}
+    fam, variant = params.get("fam"), params.get("variant")
+    if isinstance(fam, manifest.Family) and isinstance(variant, manifest.Variant):
+        from patcher.maintainer import mutation
+
+        release = mutation.release_for(fam.engine, variant)
+        return {(fam.engine, release)} if release else set()
+    return set()
 
 
 def pytest_collection_finish(session):

@@ -6,10 +6,14 @@ scenario runs the patched module in a fresh interpreter of that environment.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import hashlib
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -106,8 +110,26 @@ def write_family(root: Path) -> Path:
     return root
 
 
+# Templates: creating a venv and pip-installing the toy wheel cost about 2 s of CPU a test (pip
+# starts twice: ``--python`` re-runs it in the target). Each is done once per test process into a
+# template and copied per test (symlinks and timestamps kept, so pip's timestamp bytecode stays
+# valid). A copy is only taken where it is byte-for-byte what the real command would leave: the
+# install template is keyed by the whole venv before the install (every path, its mode, its
+# mtime and its bytes), the wheel's members and pip's flags, so anything a test changed first
+# (a planted file, a chmod, a hand edit) means a real pip run. Differences from a fresh run:
+# direct_url.json names the template's wheel path, and pyvenv.cfg's informational ``command``
+# line and the activate scripts name the template's folder; nothing in patcher reads them.
+_TEMPLATES = Path(tempfile.mkdtemp(prefix="kimi-toy-templates-"))
+atexit.register(shutil.rmtree, _TEMPLATES, True)
+
+
 def make_venv(path: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    """A fresh venv without pip (``python -m venv --without-pip``), copied from this process's template."""
+    empty = _TEMPLATES / "venv"
+    if not empty.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(_TEMPLATES / "venv.partial")], check=True)
+        (_TEMPLATES / "venv.partial").rename(empty)
+    shutil.copytree(empty, path, symlinks=True)
     return path / "bin" / "python"
 
 
@@ -123,10 +145,55 @@ def make_venv_seeing_ours(path: Path) -> Path:
     return python
 
 
+def _venv_state(root: Path) -> str | None:
+    """Digest of everything under a venv: path, mode, mtime and bytes (or link target) of each entry."""
+    if not (root / "pyvenv.cfg").is_file():
+        return None
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            p = Path(dirpath) / name
+            st = p.lstat()
+            h.update(f"{p.relative_to(root)}\0{st.st_mode}\0".encode())
+            if p.is_symlink():
+                h.update(os.readlink(p).encode())
+            elif p.is_file():
+                h.update(f"{st.st_mtime_ns}\0".encode() + p.read_bytes())
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+def _wheel_digest(wheel: Path) -> str:
+    """The wheel's name and members (not its zip timestamps, which change every second)."""
+    h = hashlib.sha256(wheel.name.encode())
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            h.update(f"\0{info.filename}\0{info.external_attr}\0".encode() + zf.read(info))
+    return h.hexdigest()
+
+
 def pip_install(python: Path, wheel: Path, *extra: str) -> None:
+    """``pip install --no-deps --no-index [extra] wheel`` into ``python``'s venv; the result is
+    copied from this process's template when the same install into the same venv state was done before."""
+    root = Path(python).parent.parent.resolve()
+    before = _venv_state(root)
+    key = hashlib.sha256(f"{before}\0{_wheel_digest(wheel)}\0{extra!r}".encode()).hexdigest()[:32]
+    done = _TEMPLATES / "pip" / key
+    if before is not None and done.exists():
+        for entry in list(root.iterdir()):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        shutil.copytree(done, root, symlinks=True, dirs_exist_ok=True)
+        return
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
                     "--no-deps", "--no-index", *extra, str(wheel)], check=True,
                    capture_output=True)
+    if before is not None:
+        shutil.copytree(root, done.with_name(key + ".partial"), symlinks=True)
+        done.with_name(key + ".partial").rename(done)
 
 
 def run_value(python: Path, env: dict | None = None) -> int:
