@@ -1,4 +1,4 @@
-"""The probe runner's zygote (probes.run_groups, probe_child.fork_main), on a toy package put on
+"""patcher/probe_child.py, the probe runner's zygote (probes.run_groups, probe_child.fork_main), on a toy package put on
 sys.path of this interpreter: no venv, no pip, a second or two each.
 
 What it must keep from one fresh interpreter per group: a child's failed import and whatever
