@@ -389,7 +389,4 @@ def test_released_diff_altered_after_release_is_detected_before_writing(sg, tmp_
 @pytest.fixture(scope="module", autouse=True)
 def _campaign_summary():
     yield
-    if TRIED:
-        print("\nreliability campaign:")
-        for k, v in TRIED.items():
-            print(f"  {k}: {len(v)} tried: {v}")
+    toy_copies.print_campaign(TRIED)

@@ -233,7 +233,4 @@ def test_kill_during_recovery(base_venv, tmp_path, action):
 @pytest.fixture(scope="module", autouse=True)
 def _campaign_summary():
     yield
-    if TRIED:
-        print("\nreliability campaign:")
-        for k, v in TRIED.items():
-            print(f"  {k}: {len(v)} tried: {v}")
+    toy_copies.print_campaign(TRIED)

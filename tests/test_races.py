@@ -86,7 +86,4 @@ def test_apply_racing_revert_ends_consistent(base_venv, tmp_path, start):
 @pytest.fixture(scope="module", autouse=True)
 def _campaign_summary():
     yield
-    if TRIED:
-        print("\nreliability campaign:")
-        for k, v in TRIED.items():
-            print(f"  {k}: {len(v)} tried: {v}")
+    toy_copies.print_campaign(TRIED)

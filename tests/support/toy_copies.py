@@ -213,3 +213,11 @@ ALL_FILES = tuple(sorted((*PAIR, "toyengine/crlf.py")))
 
 def cfg_for(env: Env, action: str, **kw) -> dict:
     return {"action": action, "engine": ENGINE, "python": str(env.python), "patches": str(env.patches), **kw}
+
+
+def print_campaign(tried: dict[str, list[str]]) -> None:
+    """What a kill-point, race or hostile-input module tried, printed once after its tests (-s)."""
+    if tried:
+        print("\nreliability campaign:")
+        for k, v in tried.items():
+            print(f"  {k}: {len(v)} tried: {v}")
