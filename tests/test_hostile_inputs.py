@@ -1,7 +1,7 @@
 """Hostile and broken inputs: a clear error, the documented exit code, zero bytes changed.
 
-Broken or unsafe diffs, symlinked targets, read-only and full disks, editable installs, shadow
-copies, hand edits, unknown releases on toy_copies' engine; every test hashes every file under
+Broken or unsafe diffs, symlinked targets, read-only and full disks, hand edits, unknown releases
+on toy_copies' engine (editable installs and shadow copies: test_engines.py); every test hashes every file under
 site-packages before and after (our own .kimi-patcher/ excluded). Then a released diff altered
 after release, on a real SGLang release. Hostile files of our own bookkeeping: test_bookkeeping.py.
 """
@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import builtins
 import errno
-import hashlib
-import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from patcher import actions, write
+from patcher import write
 from patcher.engines import sha256_record
 from patcher.errors import PatcherError
 from patcher.plan import State
@@ -39,7 +37,9 @@ from tests.support.toy_copies import (
     manifest,
     new_env,
     record,
+    refused,
     run,
+    snapshot,
     write_families,
 )
 
@@ -54,35 +54,6 @@ TRIED: dict[str, list[str]] = {}
 @pytest.fixture
 def env(base_venv, tmp_path) -> Env:
     return new_env(base_venv, tmp_path / "e")
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Hash of every file under root except our own bookkeeping (symlinks hashed as their target)."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        if ".kimi-patcher" in p.parts:
-            continue
-        if p.is_symlink():
-            out[str(p.relative_to(root))] = "->" + os.readlink(p)
-        elif p.is_file():
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
-
-
-def refused(env: Env, expect_exit: int, action: str = "apply", ignore_pyc: bool = False, **kw):
-    before = snapshot(env.site)
-    try:
-        code, rep = run(action, env.opts(**kw))
-    except OSError as exc:  # not a PatcherError: the CLI would print a traceback
-        pytest.fail(f"{action} raised {type(exc).__name__}: {exc} instead of a clear error")
-    after = snapshot(env.site)
-    if ignore_pyc:
-        before = {k: v for k, v in before.items() if "__pycache__" not in k}
-        after = {k: v for k, v in after.items() if "__pycache__" not in k}
-    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    assert code == expect_exit, f"exit {code}, wanted {expect_exit}: {rep}"
-    assert changed == [], f"bytes changed: {changed}"
-    return rep
 
 
 def add_family(env: Env, name: str, files: dict[str, str]) -> None:
@@ -296,40 +267,6 @@ def test_manifest_with_overlapping_ranges(env, ranges):
     assert "overlap" in rep.what, rep
 
 
-def test_editable_install(env):
-    (info,) = env.site.glob(f"{ENGINE}-*.dist-info")
-    (info / "direct_url.json").write_text(json.dumps({"url": "file:///x", "dir_info": {"editable": True}}))
-    rep = refused(env, 2)
-    assert "editable" in rep.what, rep
-    refused(env, 2, action="verify")
-    refused(env, 2, action="revert")
-
-
-def test_shadow_copy_without_dist_info_on_pythonpath(env, tmp_path, monkeypatch):
-    shadow = tmp_path / "shadow"
-    shutil.copytree(env.site / "toyengine", shadow / "toyengine")
-    monkeypatch.setenv("PYTHONPATH", str(shadow))
-    before = snapshot(shadow)
-    rep = refused(env, 2)
-    assert "not from an installed wheel" in rep.what, rep
-    assert snapshot(shadow) == before
-
-
-def test_two_installed_copies_patch_only_the_imported_one(env, tmp_path, monkeypatch):
-    shadow = tmp_path / "shadow"
-    shutil.copytree(env.site / "toyengine", shadow / "toyengine")
-    for info in env.site.glob(f"{ENGINE}-*.dist-info"):
-        shutil.copytree(info, shadow / info.name)
-    monkeypatch.setenv("PYTHONPATH", str(shadow))
-    before = snapshot(env.site)
-    code, rep = run("apply", env.opts(probes=True))
-    assert code == 0, rep
-    assert snapshot(env.site) == before, "the copy Python does not import was modified"
-    assert (shadow / "toyengine/core.py").read_bytes() == PATCHED["toyengine/core.py"]
-    assert any(str(env.site) in n for n in rep.notes), rep.notes
-    assert all(p["status"] == "passed" for s in rep.statuses for p in s.probes)
-
-
 def test_file_edited_by_hand_is_a_conflict(env):
     # The second file of the two-file family, inside its hunk: core.py would apply, other.py does not.
     (env.site / "toyengine/other.py").write_text(OTHER_V1.replace("X = 1", "X = 3"))
@@ -351,11 +288,6 @@ def test_release_with_no_variant(env):
     rep = refused(env, 1)
     assert {s.state for s in rep.statuses} == {State.UNKNOWN}, rep.statuses
     assert rep.changed == []
-
-
-def test_unreadable_site_packages(env, tmp_path):
-    code, rep = run("verify", actions.Options(site=tmp_path / "nowhere", patches=env.patches, probes=False))
-    assert code == 2 and isinstance(rep, PatcherError)
 
 
 # --- a released diff altered after release, on a real SGLang release

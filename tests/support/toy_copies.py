@@ -10,7 +10,9 @@ is tests/support/killpoints.py.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -221,3 +223,34 @@ def print_campaign(tried: dict[str, list[str]]) -> None:
         print("\nreliability campaign:")
         for k, v in tried.items():
             print(f"  {k}: {len(v)} tried: {v}")
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Hash of every file under root except our own bookkeeping (symlinks hashed as their target)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if ".kimi-patcher" in p.parts:
+            continue
+        if p.is_symlink():
+            out[str(p.relative_to(root))] = "->" + os.readlink(p)
+        elif p.is_file():
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def refused(env: Env, expect_exit: int, action: str = "apply", ignore_pyc: bool = False, **kw):
+    """Run ``action``: it must exit ``expect_exit`` with a clear error (never an OSError) and change
+    no byte under site-packages."""
+    before = snapshot(env.site)
+    try:
+        code, rep = run(action, env.opts(**kw))
+    except OSError as exc:  # not a PatcherError: the CLI would print a traceback
+        pytest.fail(f"{action} raised {type(exc).__name__}: {exc} instead of a clear error")
+    after = snapshot(env.site)
+    if ignore_pyc:
+        before = {k: v for k, v in before.items() if "__pycache__" not in k}
+        after = {k: v for k, v in after.items() if "__pycache__" not in k}
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert code == expect_exit, f"exit {code}, wanted {expect_exit}: {rep}"
+    assert changed == [], f"bytes changed: {changed}"
+    return rep
