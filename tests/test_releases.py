@@ -59,6 +59,7 @@ EXPECTED: dict[tuple[str, str], tuple[str, ...]] = {
     ("vllm", "0.20.0"): ("patch E3", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W4", "upstream 0.18.0", "patch D7"),
     ("vllm", "0.21.0"): ("patch E3", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W4", "upstream 0.18.0", "patch D7"),
     ("vllm", "0.22.0"): ("patch E4", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W5", "upstream 0.18.0", "patch D7"),
+    ("vllm", "0.22.1"): ("patch E4", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W5", "upstream 0.18.0", "patch D7"),
     ("vllm", "0.23.0"): ("patch E4", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W7", "upstream 0.18.0", "patch D7"),
     ("vllm", "0.24.0"): ("patch E6", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W6", "upstream 0.18.0", "patch D7"),
     ("vllm", "0.25.0"): ("patch E6", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D8"),
