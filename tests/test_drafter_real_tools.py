@@ -204,6 +204,25 @@ def test_mla_eagle31_drafter_on_sglang(tmp_path: Path, version: str, fc_norm: st
     assert "aux.capture" in f  # the MLA drafter's capture is judged like any other
 
 
+@pytest.mark.parametrize(("version", "published"), [
+    ("0.20.0", "dropped in silence"),  # the class's own loader skips input_norm.* (no parameter)
+    ("0.24.0", "dropped in silence"),
+    ("0.25.0", "refused loudly, the server stops at load"),  # AutoWeightsLoader: no module input_norm
+])
+def test_mla_norm_before_fc_on_vllm(tmp_path: Path, version: str, published: str) -> None:
+    """No vLLM release's MLA class reads norm_before_fc; eagle31-switches refuses it where it is dropped."""
+    drafter = rd.mla_eagle31(tmp_path)
+    config = json.loads((drafter / "config.json").read_text())
+    (drafter / "config.json").write_text(json.dumps({**config, "norm_before_fc": True}))
+    _, f = check(drafter, rd.kimi_target(tmp_path), "vllm", version)
+    finding = f["eagle31.norm_before_fc"]
+    assert finding["level"] == "problem"
+    assert f": {published} (" in finding["message"], finding["message"]
+    refused_after_apply = "after 'patcher apply --engine vllm' it is refused at load" in finding["message"]
+    assert refused_after_apply == (published == "dropped in silence"), finding["message"]
+    assert finding["hint"] == "no vllm release runs norm_before_fc for this drafter"
+
+
 def test_specforge_fc_norm_drafter_on_sglang_before_0_5_12(tmp_path: Path) -> None:
     _, f = check(rd.specforge_kimi(tmp_path, fc_norm=True), rd.kimi_target(tmp_path), "sglang", "0.5.11")
     assert f["eagle31.fc_norm"]["level"] == "problem"

@@ -170,3 +170,65 @@ def mla_drafter_applies_fc_norm(module) -> None:
     )
     plain = combine(stand_in(None), features)
     assert torch.equal(plain, features), f"without fc_norm the features changed: {plain.tolist()}"
+
+
+def mla_drafter_refuses_norm_before_fc(module) -> None:
+    """W3-W7 (0.18.0-0.24.0): no release's MLA class has input_norm, and up to 0.24.0 its loader skips
+    the input_norm.* weights (`if name not in params_dict: continue`): norm_before_fc must be refused
+    when the drafter is built, and a config without it must pass."""
+    exc = _build_mla_drafter(module, norm_before_fc=True)
+    assert not isinstance(exc, _ConstructorPassedTheCheck), (
+        "Eagle3DeepseekV2ForCausalLM accepted norm_before_fc: true although it has no input_norm and its "
+        "loader skips the input_norm.* weights: fc would get unnormalised features in silence"
+    )
+    text = str(exc)
+    assert isinstance(exc, ValueError) and "norm_before_fc" in text, (
+        f"the refusal must be a ValueError naming norm_before_fc: {type(exc).__name__}: {text}"
+    )
+    exc = _build_mla_drafter(module, norm_before_fc=False)
+    assert isinstance(exc, _ConstructorPassedTheCheck), (
+        f"an MLA drafter with norm_before_fc off was refused: {type(exc).__name__}: {exc}"
+    )
+
+
+# The Llama class on an HF-format config (read as written, not converted): norm_output is read by the
+# class from 0.22.0; before that, the family refuses it when the drafter is built.
+def _build_llama_drafter(module, **switches) -> Exception:
+    """As _build_mla_drafter, for Eagle3LlamaForCausalLM on a real transformers LlamaConfig."""
+    from types import SimpleNamespace
+
+    from transformers import LlamaConfig
+
+    def target_layers(*_args, **_kw):
+        raise _ConstructorPassedTheCheck()
+
+    hf_config = LlamaConfig(hidden_size=64, vocab_size=128, **switches)
+    vllm_config = SimpleNamespace(
+        speculative_config=SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=hf_config)),
+        model_config=SimpleNamespace(get_num_layers=target_layers),
+        parallel_config=SimpleNamespace(),
+    )
+    try:
+        module.Eagle3LlamaForCausalLM(vllm_config=vllm_config)
+    except Exception as exc:  # the outcome under test
+        return exc
+    raise AssertionError("the stand-in vllm_config cannot build a drafter; the constructor returned")
+
+
+def llama_drafter_refuses_norm_output(module) -> None:
+    """W1-W4 (0.11.1-0.21.0): Eagle3LlamaForCausalLM does not read norm_output; an HF-format config
+    with it set must be refused when the drafter is built, naming it and 0.22.0; without it, pass."""
+    exc = _build_llama_drafter(module, norm_output=True)
+    assert not isinstance(exc, _ConstructorPassedTheCheck), (
+        "Eagle3LlamaForCausalLM accepted norm_output: true although this release never reads it: "
+        "later draft steps would get pre-norm states in silence"
+    )
+    text = str(exc)
+    assert isinstance(exc, ValueError) and "norm_output" in text and FIRST_HONOURED["norm_output"] in text, (
+        f"the refusal must be a ValueError naming norm_output and vLLM {FIRST_HONOURED['norm_output']}: "
+        f"{type(exc).__name__}: {text}"
+    )
+    exc = _build_llama_drafter(module, norm_output=False)
+    assert isinstance(exc, _ConstructorPassedTheCheck), (
+        f"a Llama drafter with norm_output off was refused: {type(exc).__name__}: {exc}"
+    )
