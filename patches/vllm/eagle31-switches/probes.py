@@ -105,26 +105,31 @@ class _ConstructorPassedTheCheck(Exception):
     """Raised by the stand-in vllm_config once the constructor goes on to size the drafter."""
 
 
-def _build_mla_drafter(module, **switches) -> Exception:
-    """The exception Eagle3DeepseekV2ForCausalLM(vllm_config=...) raises on a stand-in vllm_config
-    whose draft config is a real DeepseekV3Config with `switches`; _ConstructorPassedTheCheck means
-    the constructor accepted the config and went on to ask the target's layer count."""
+def _build_drafter(drafter_class, hf_config) -> Exception:
+    """The exception drafter_class(vllm_config=...) raises on a stand-in vllm_config whose draft
+    config is `hf_config`; _ConstructorPassedTheCheck means the constructor accepted the config and
+    went on to ask the target's layer count."""
     from types import SimpleNamespace
 
     def target_layers(*_args, **_kw):
         raise _ConstructorPassedTheCheck()
 
-    hf_config = module.DeepseekV3Config(hidden_size=64, vocab_size=128, **switches)
     vllm_config = SimpleNamespace(
         speculative_config=SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=hf_config)),
         model_config=SimpleNamespace(get_num_layers=target_layers),
         parallel_config=SimpleNamespace(),
     )
     try:
-        module.Eagle3DeepseekV2ForCausalLM(vllm_config=vllm_config)
+        drafter_class(vllm_config=vllm_config)
     except Exception as exc:  # the outcome under test
         return exc
     raise AssertionError("the stand-in vllm_config cannot build a drafter; the constructor returned")
+
+
+def _build_mla_drafter(module, **switches) -> Exception:
+    """Eagle3DeepseekV2ForCausalLM on a real DeepseekV3Config with `switches` (_build_drafter)."""
+    hf_config = module.DeepseekV3Config(hidden_size=64, vocab_size=128, **switches)
+    return _build_drafter(module.Eagle3DeepseekV2ForCausalLM, hf_config)
 
 
 def mla_drafter_refuses_fc_norm_and_norm_output(module) -> None:
@@ -194,25 +199,10 @@ def mla_drafter_refuses_norm_before_fc(module) -> None:
 # The Llama class on an HF-format config (read as written, not converted): norm_output is read by the
 # class from 0.22.0; before that, the family refuses it when the drafter is built.
 def _build_llama_drafter(module, **switches) -> Exception:
-    """As _build_mla_drafter, for Eagle3LlamaForCausalLM on a real transformers LlamaConfig."""
-    from types import SimpleNamespace
-
+    """Eagle3LlamaForCausalLM on a real transformers LlamaConfig with `switches` (_build_drafter)."""
     from transformers import LlamaConfig
 
-    def target_layers(*_args, **_kw):
-        raise _ConstructorPassedTheCheck()
-
-    hf_config = LlamaConfig(hidden_size=64, vocab_size=128, **switches)
-    vllm_config = SimpleNamespace(
-        speculative_config=SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=hf_config)),
-        model_config=SimpleNamespace(get_num_layers=target_layers),
-        parallel_config=SimpleNamespace(),
-    )
-    try:
-        module.Eagle3LlamaForCausalLM(vllm_config=vllm_config)
-    except Exception as exc:  # the outcome under test
-        return exc
-    raise AssertionError("the stand-in vllm_config cannot build a drafter; the constructor returned")
+    return _build_drafter(module.Eagle3LlamaForCausalLM, LlamaConfig(hidden_size=64, vocab_size=128, **switches))
 
 
 def llama_drafter_refuses_norm_output(module) -> None:
