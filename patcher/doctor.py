@@ -22,6 +22,7 @@ from .drafter.findings import PROBLEM, Finding, hint, ok, problem
 from .drafter.release import Release, from_install
 from .errors import NotInstalled, PatcherError
 from .launch_command import LaunchCommand, effective_env
+from .plan import State
 
 SCHEMA = "patcher.doctor/1"
 
@@ -49,7 +50,7 @@ class DoctorReport:
 
     def next_steps(self) -> list[str]:
         """Commands that clear verify's reasons: apply, where families are pending or lost."""
-        todo = [s for s in self.verify.statuses if s.state.value in ("pending", "lost")]
+        todo = [s for s in self.verify.statuses if s.state in (State.PENDING, State.LOST)]
         return [self.release.apply_command()] if todo else []
 
     @property

@@ -14,6 +14,7 @@ from .drafter.configs import TargetConfig
 from .drafter.findings import Finding, hint, ok, problem
 from .drafter.release import Release
 from .launch_command import LaunchCommand
+from .plan import State
 
 
 def env_findings(variables: dict[str, launch_facts.EnvVar], env: dict[str, str],
@@ -116,7 +117,7 @@ def fusion_findings(release: Release, cmd: LaunchCommand, target: TargetConfig |
     tp = cmd.tp or 1
     family = release.family(launch_facts.FUSED_CAPTURE_FAMILY)
     if family is not None:  # refused: the release has no aux capture at all (setup.* says so), nothing to corrupt
-        buggy = not family.ok and family.state != "refused"
+        buggy = not family.ok and family.state is not State.REFUSED
         state = f"{family.family.id} {family.state}"
     else:
         buggy = launch_facts.fused_capture_bug_by_version(release.version)
@@ -155,7 +156,7 @@ def fusion_findings(release: Release, cmd: LaunchCommand, target: TargetConfig |
         fix = f"add {launch_facts.FUSION_DISABLE_FLAG}"
     else:
         fix = f"use sglang {launch_facts.FUSION_DISABLE_FLAG_SINCE} or newer with {launch_facts.FUSION_DISABLE_FLAG}"
-    if family is not None and family.state in ("pending", "lost"):
+    if family is not None and family.state in (State.PENDING, State.LOST):
         fix = f"run '{release.apply_command()}', or {fix}"
     level = problem if forced or target is not None else hint
     return [level(code, f"TP {tp} with the FlashInfer allreduce fusion ({how}): with {state}, EAGLE-3 captures "
@@ -176,12 +177,12 @@ def two_batch_overlap_findings(release: Release, cmd: LaunchCommand, target: Tar
         return []  # another model's forward: not judged here
     family = release.family(launch_facts.TBO_CAPTURE_FAMILY)
     state = family.state if family is not None else "as published"
-    if state == "refused":
+    if state is State.REFUSED:
         return []  # no DeepSeek aux capture at all on this release: setup.* says so
-    if state == "applied":
+    if state is State.APPLIED:
         when = (f"the server refuses it at start-up, when the capture layers are set after the weights "
                 f"load ({release.name}/{launch_facts.TBO_CAPTURE_FAMILY} applied)")
-    elif state == "upstream":
+    elif state is State.UPSTREAM:
         when = (f"{release.label()} fails at the first overlapped forward (CUDA-graph capture, or the first "
                 "batch), after the weights load")
     else:
