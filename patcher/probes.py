@@ -5,7 +5,8 @@ it. Probes that import the same module after the same preloads share one interpr
 every other pair is isolated, because a failed import leaves a half-imported package in
 ``sys.modules`` (SGLang >= 0.5.11 without numpy: the first probe is "missing module numpy",
 every later one "KeyError: 'sglang'"). So a probe's outcome does not depend on which
-probes ran before it. Groups run concurrently, up to one per CPU, within one total timeout.
+probes ran before it. Groups run concurrently (two forked children per CPU, or one spawned
+interpreter per CPU), within one total timeout.
 
 Each group's interpreter is a child forked from one zygote that imported the heavy
 third-party modules first (torch, transformers, ...; never the engine): the child imports
@@ -109,18 +110,34 @@ def run_groups(python: str, engine: str, prepend: list[str], batches: list[list[
     One zygote imports the heavy dependencies once and forks a child per group; where that is
     not a clean copy (see probe_child.py), one fresh interpreter per group, as before."""
     deadline = time.monotonic() + timeout
-    jobs = max(1, min(len(batches), os.cpu_count() or 1))
+    jobs = max(1, min(len(batches), cpus()))
     req = {"engine": engine, "prepend": prepend, "jobs": jobs}
     tell = say or (lambda line: None)
     why = _why_not_fork(env)
     if why is None:
-        forked, why = _forked(python, dict(req, mode="fork", groups=batches), deadline, timeout, env, cwd, tell)
+        # Two forked children per CPU: how long a child takes is not known before it runs (1-4 s
+        # on vLLM 0.33.0, whichever module imports most of the engine), so one per CPU in a fixed
+        # order can leave the longest running alone at the end with the other CPUs idle; two per
+        # CPU let the kernel share them out. A forked child's own memory is 20-130 MB (the rest
+        # is the zygote's, shared), so the second one costs little; a spawned interpreter's is
+        # torch's whole 400 MB, so spawning stays at one per CPU.
+        fork_req = dict(req, mode="fork", groups=batches, jobs=max(1, min(len(batches), 2 * cpus())))
+        forked, why = _forked(python, fork_req, deadline, timeout, env, cwd, tell)
         if forked is not None:
             return forked
     tell(f"probes: one fresh interpreter per module ({why})")
     with ThreadPoolExecutor(jobs) as pool:
         return list(pool.map(lambda probes: _interpreter(python, dict(req, groups=[probes]), len(probes), deadline,
                                                          timeout, env, cwd), batches))
+
+
+def cpus() -> int:
+    """The CPUs this process may run on: a container's CPU set, not the host's count."""
+    if hasattr(os, "process_cpu_count"):  # Python 3.13
+        return os.process_cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
 
 
 def _why_not_fork(env: dict[str, str]) -> str | None:

@@ -78,7 +78,7 @@ def toy(tmp_path: Path, monkeypatch) -> tuple[Path, Path, dict[str, str]]:
     checks.write_text(CHECKS)
     env = dict(os.environ, PYTHONPATH=str(deps), KIMI_TEST_IMPORTS=str(tmp_path / "imports"))
     env.pop(probes.FORCE_SPAWN, None)
-    monkeypatch.setattr(os, "cpu_count", lambda: 1)  # one child at a time: each runs after the last
+    monkeypatch.setattr(probes, "cpus", lambda: 1)  # few children at a time: two, forked
     return root, checks, env
 
 
@@ -244,14 +244,41 @@ def test_without_fork_the_fallback_is_taken_and_debug_says_so(monkeypatch, capsy
     assert capsys.readouterr().err == "probes: one fresh interpreter per module (this platform cannot fork)\n"
 
 
+def test_two_forked_children_share_each_cpu(toy):
+    """A child's cost is unknown before it runs: two per CPU, so a long one never holds a CPU alone
+    while the other waits its turn (one CPU here: two 2 s children end together, not one after the other)."""
+    root, checks, _ = toy
+    for name in ("nap1", "nap2"):
+        (root / ENGINE / f"{name}.py").write_text("import time\ntime.sleep(2)\n")
+    t0 = time.monotonic()
+    got, said = run(toy, [probe("toyengine.nap1", None, checks), probe("toyengine.nap2", None, checks)])
+    took = time.monotonic() - t0
+    assert statuses(got) == [("passed", ""), ("passed", "")], got
+    assert said[0].startswith("probes: one child per module forked"), said
+    assert took < 3.9, f"{took:.1f} s: the second child waited for the first"
+
+
+def test_cpus_are_the_ones_this_process_may_use(monkeypatch):
+    """A container limited to some CPUs (docker --cpuset-cpus) reports the host's count in
+    os.cpu_count(); the probes are sized by the CPUs they can run on."""
+    monkeypatch.delattr(os, "process_cpu_count", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert probes.cpus() == 1
+
+
 def test_a_child_that_dies_or_hangs_is_reported_like_a_spawned_interpreter(toy, tmp_path):
     root, checks, _ = toy
     (root / ENGINE / "dies.py").write_text("import sys, os\nsys.stderr.write('last words\\n')\nos._exit(3)\n")
     (root / ENGINE / "hangs.py").write_text("import time\ntime.sleep(60)\n")
+    (root / ENGINE / "hangs_too.py").write_text("import time\ntime.sleep(60)\n")
+    # Two children at a time (one CPU): the two that hang hold both places until the deadline.
     got, said = run(toy, [probe("toyengine.dies", None, checks), probe("toyengine.hangs", None, checks),
+                          probe("toyengine.hangs_too", None, checks),
                           probe("toyengine.sub", "sub_is_fresh", checks)], timeout=4)
     assert statuses(got) == [
         ("failed", "probe interpreter died: exit 3: last words"),
+        ("failed", "probe interpreter timed out: timed out after 4 s (--probe-timeout, for all probes)"),
         ("failed", "probe interpreter timed out: timed out after 4 s (--probe-timeout, for all probes)"),
         ("failed", "probe interpreter timed out: timed out: the 4 s for all probes ran out before this one started"),
     ], got
