@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from patcher import actions, engines, manifest, write
-from patcher.plan import State, assess
 from patcher.maintainer import wheels
+from patcher.plan import State, assess
 
 
 def scratch(tree: Path, install: engines.Install, rels: list[str], dest: Path) -> None:

@@ -23,8 +23,8 @@ from patcher.drafter import facts
 from patcher.drafter.findings import hint, problem
 from patcher.drafter.fix import still_wrong
 from patcher.drafter.release import FamilyState, from_version
-from patcher.manifest import contains
 from patcher.maintainer import wheels
+from patcher.manifest import contains
 from tests.test_drafter import (
     T,
     check_json,
@@ -514,7 +514,8 @@ def _vllm_published(tree: Path, key: str, path: str, drafter: str) -> str | None
     weight = facts.SWITCH_WEIGHTS.get(key)
     if path == "speculators":
         converter = tree / _CONVERTER
-        carried = converter.is_file() and f'pre_trained_config["{key}"] = config_dict.get("{key}"' in converter.read_text()
+        line = f'pre_trained_config["{key}"] = config_dict.get("{key}"'
+        carried = converter.is_file() and line in converter.read_text()
         if reads and applied and carried:
             return "honoured"
         # Not carried: the class sees the switch off. Its weights either stop the load (no parameter)

@@ -76,8 +76,8 @@ BAD_DIFFS = {
     "climbs-out-dotdot": (CORE_DIFF.replace("a/toyengine/core.py", "a/../evil.py").replace("b/toyengine/core.py",
                                                                                             "b/../evil.py"), "unsafe"),
     "climbs-out-inner-dotdot": (CORE_DIFF.replace("toyengine/core.py", "toyengine/../../evil.py"), "unsafe"),
-    "absolute-in-a-b": (CORE_DIFF.replace("a/toyengine/core.py", "a//tmp/evil.py").replace("b/toyengine/core.py",
-                                                                                             "b//tmp/evil.py"), "unsafe"),
+    "absolute-in-a-b": (CORE_DIFF.replace("a/toyengine/core.py", "a//tmp/evil.py")
+                        .replace("b/toyengine/core.py", "b//tmp/evil.py"), "unsafe"),
     "absolute-bare": (CORE_DIFF.replace("a/toyengine/core.py", "/tmp/evil.py").replace("b/toyengine/core.py",
                                                                                          "/tmp/evil.py"), ""),
     "other-package": (CORE_DIFF.replace("toyengine/core.py", "otherpkg/core.py"), "outside the engine"),

@@ -106,7 +106,8 @@ def check_after_kill(env: Env, touched: tuple[str, ...], label: str) -> str:
 
 def check_recovered_by_apply(env: Env, label: str, probe_runtime: bool = True) -> None:
     code, rep = run("apply", env.opts())
-    assert code == 0, f"{label}: apply after the kill: exit {code}: {getattr(rep, 'what', '')} {getattr(rep, 'notes', '')}"
+    why = f"{getattr(rep, 'what', '')} {getattr(rep, 'notes', '')}"
+    assert code == 0, f"{label}: apply after the kill: exit {code}: {why}"
     assert kinds(env, ALL_FILES) == {r: "new" for r in ALL_FILES}, f"{label}: {kinds(env, ALL_FILES)}"
     assert all(s.state is State.APPLIED for s in rep.statuses), label
     assert not leftovers(env), f"{label}: left behind {leftovers(env)}"

@@ -1,4 +1,4 @@
-"""The house checks: ruff on the code and the probes, mypy on patcher/."""
+"""The house checks: ruff on the code, the probes, the tests and the benchmarks; mypy on patcher/."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from tests.support import tools
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_code_and_probes_are_lint_clean():
+def test_code_probes_tests_and_benchmarks_are_lint_clean():
     tools.require(shutil.which("ruff") is not None, "ruff")
-    r = subprocess.run(["ruff", "check", "-q", "patcher", "patches"], cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(["ruff", "check", "-q", "patcher", "patches", "tests", "benchmarks"], cwd=ROOT,
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -15,7 +15,8 @@ why = "w"
 id = "v1"
 versions = ">=1.0,<2.0"
 """
-FACT = '[[drafter_fact]]\nkey = "k"\npath = "config"\ndrafter = "D"\nversions = ">=1.0"\npublished = "dropped"\npatched = "refused"\n'
+FACT = ('[[drafter_fact]]\nkey = "k"\npath = "config"\ndrafter = "D"\nversions = ">=1.0"\n'
+        'published = "dropped"\npatched = "refused"\n')
 DIFF = "--- a/eng/m.py\n+++ b/eng/m.py\n@@ -1 +1 @@\n-a\n+b\n"
 
 
@@ -34,7 +35,8 @@ def test_good_manifest_loads(tmp_path):
 
 @pytest.mark.parametrize("toml,message", [
     (GOOD.replace('title = "t"\n', ""), "eng/fam/patch.toml: missing field 'title'"),
-    (GOOD.replace('">=1.0,<2.0"', '">=1.0,<"'), "eng/fam/patch.toml variant[0]: invalid specifier 'versions' = '>=1.0,<'"),
+    (GOOD.replace('">=1.0,<2.0"', '">=1.0,<"'),
+     "eng/fam/patch.toml variant[0]: invalid specifier 'versions' = '>=1.0,<'"),
     (GOOD.replace('id = "v1"', "id = 1"), "eng/fam/patch.toml variant[0]: field 'id' = 1"),
     ("colour = 1\n" + GOOD, "eng/fam/patch.toml: unknown field 'colour'"),
     (GOOD + "colour = 1\n", "eng/fam/patch.toml variant[0]: unknown field 'colour'"),
@@ -48,7 +50,8 @@ def test_good_manifest_loads(tmp_path):
      "eng/fam/patch.toml probe[0]: field 'when' names 'v9'"),
     ("title = [", "eng/fam/patch.toml: "),
     (GOOD + FACT.replace('"dropped"', '"lost"'), "eng/fam/patch.toml drafter_fact[0]: field 'published' = 'lost'"),
-    (GOOD + FACT.replace('"dropped"', '"refused"'), "eng/fam/patch.toml drafter_fact[0]: field 'published' = 'refused'"),
+    (GOOD + FACT.replace('"dropped"', '"refused"'),
+     "eng/fam/patch.toml drafter_fact[0]: field 'published' = 'refused'"),
     (GOOD + FACT.replace('"config"', '"hub"'), "eng/fam/patch.toml drafter_fact[0]: field 'path' = 'hub'"),
 ])
 def test_bad_manifest_quotes_the_field(tmp_path, toml, message):

@@ -264,8 +264,8 @@ def test_new_auto_enable_of_the_switch_our_gate_reads_is_flagged():
     from patcher.maintainer import new_upstream_code, wheels
 
     v3 = _family_patches("sglang", "sm120-allreduce-fusion", "v3")
-    found = new_upstream_code.switch_setters(v3, wheels.tree("sglang", "0.5.4.post1"), wheels.tree("sglang", "0.5.4.post2"),
-                                   "sglang")
+    found = new_upstream_code.switch_setters(v3, wheels.tree("sglang", "0.5.4.post1"),
+                                             wheels.tree("sglang", "0.5.4.post2"), "sglang")
     assert found and all("enable_flashinfer_allreduce_fusion" in f for f in found)
     assert any(f.startswith("sglang/srt/server_args.py:") and "is_blackwell_supported()" in f for f in found), found
     # Between two releases whose auto-enables are the same, nothing is said.
