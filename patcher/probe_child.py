@@ -229,6 +229,18 @@ def _exit_code(status):
     return os.WEXITSTATUS(status)
 
 
+def _order(n):
+    """The order to start the ``n`` groups in: the caller's line on stdin (it works the order out
+    while we preload), or as given when that line is not a permutation of them."""
+    try:
+        got = json.loads(sys.stdin.readline() or "null")
+    except (OSError, ValueError):
+        got = None
+    if isinstance(got, list) and all(type(g) is int for g in got) and sorted(got) == list(range(n)):
+        return got
+    return list(range(n))
+
+
 def fork_main(req):
     msg = os.dup(1)  # our messages; everything else written to fd 1 goes to stderr
     os.dup2(2, 1)
@@ -253,16 +265,18 @@ def fork_main(req):
     # own garbage is collected as in a fresh interpreter; the zygote allocates nothing afterwards.
     gc.freeze()
     groups, running, nxt = req["groups"], {}, 0
+    order = _order(len(groups))
     while nxt < len(groups) or running:
         while nxt < len(groups) and len(running) < req["jobs"]:
+            g = order[nxt]
             log, result = tempfile.TemporaryFile(), tempfile.TemporaryFile()
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
                 os.close(msg)
-                _child(groups[nxt], engine, log.fileno(), result.fileno())
-            running[pid] = (nxt, log, result)
-            _say(msg, started=nxt)
+                _child(groups[g], engine, log.fileno(), result.fileno())
+            running[pid] = (g, log, result)
+            _say(msg, started=g)
             nxt += 1
         pid, status = os.waitpid(-1, 0)
         if pid not in running:

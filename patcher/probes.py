@@ -5,8 +5,8 @@ it. Probes that import the same module after the same preloads share one interpr
 every other pair is isolated, because a failed import leaves a half-imported package in
 ``sys.modules`` (SGLang >= 0.5.11 without numpy: the first probe is "missing module numpy",
 every later one "KeyError: 'sglang'"). So a probe's outcome does not depend on which
-probes ran before it. Groups run concurrently (two forked children per CPU, or one spawned
-interpreter per CPU), within one total timeout.
+probes ran before it. Groups run concurrently, up to one per CPU, the dearest first
+(import_cost.py), within one total timeout.
 
 Each group's interpreter is a child forked from one zygote that imported the heavy
 third-party modules first (torch, transformers, ...; never the engine): the child imports
@@ -24,6 +24,7 @@ sys.path is the classic "the patch did not take effect".
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import select
@@ -36,6 +37,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from . import import_cost
 from .engines import Install
 from .plan import State, Status
 from .probe_child import MARK
@@ -85,8 +87,11 @@ def run(install: Install, statuses: list[Status], timeout: float = 180.0,
     prepend = [] if install.python else [str(install.site)]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                PYTHONDONTWRITEBYTECODE="1")  # verify is read-only, probes included
-    outcomes = run_groups(install.python or sys.executable, install.engine, prepend,
-                          [[todo[i][1] for i in ix] for ix in batches], timeout, env, say=say)
+    work = [[todo[i][1] for i in ix] for ix in batches]
+    # Some wait for a CPU: the dearest first, so that none is left to run alone at the end.
+    order = functools.partial(_dearest_first, install, work) if len(work) > cpus() else None
+    outcomes = run_groups(install.python or sys.executable, install.engine, prepend, work, timeout, env, say=say,
+                          order=order)
     results: dict[int, dict] = {}
     for ix, got in zip(batches, outcomes):
         results.update(zip(ix, got))
@@ -101,34 +106,42 @@ def run(install: Install, statuses: list[Status], timeout: float = 180.0,
                           "detail": r.get("detail", "")})
 
 
+def _dearest_first(install: Install, work: list[list[dict]]) -> list[int]:
+    """Indices of ``work`` (groups), those whose imports pull in most of the engine first."""
+    cost = import_cost.Closures(install.site, install.engine)
+    return sorted(range(len(work)), key=lambda g: -cost.size([*work[g][0]["preload"], work[g][0]["module"]]))
+
+
 def run_groups(python: str, engine: str, prepend: list[str], batches: list[list[dict]], timeout: float,
                env: dict[str, str], cwd: str | None = None,
-               say: Callable[[str], None] | None = None) -> list[list[dict]]:
+               say: Callable[[str], None] | None = None,
+               order: Callable[[], list[int]] | None = None) -> list[list[dict]]:
     """The results of each group of ``batches`` (probes of one module after the same preloads; a
     probe without "check" only imports), each group isolated from the others, within ``timeout``.
 
     One zygote imports the heavy dependencies once and forks a child per group; where that is
-    not a clean copy (see probe_child.py), one fresh interpreter per group, as before."""
+    not a clean copy (see probe_child.py), one fresh interpreter per group, as before. ``order``
+    gives the indices of ``batches`` in the order to start them; it is called while the zygote
+    preloads, so working it out costs no wall time (without it: as given)."""
     deadline = time.monotonic() + timeout
+    order = functools.cache(order) if order else None  # worked out once, should the zygote decline
     jobs = max(1, min(len(batches), cpus()))
     req = {"engine": engine, "prepend": prepend, "jobs": jobs}
     tell = say or (lambda line: None)
     why = _why_not_fork(env)
     if why is None:
-        # Two forked children per CPU: how long a child takes is not known before it runs (1-4 s
-        # on vLLM 0.33.0, whichever module imports most of the engine), so one per CPU in a fixed
-        # order can leave the longest running alone at the end with the other CPUs idle; two per
-        # CPU let the kernel share them out. A forked child's own memory is 20-130 MB (the rest
-        # is the zygote's, shared), so the second one costs little; a spawned interpreter's is
-        # torch's whole 400 MB, so spawning stays at one per CPU.
-        fork_req = dict(req, mode="fork", groups=batches, jobs=max(1, min(len(batches), 2 * cpus())))
-        forked, why = _forked(python, fork_req, deadline, timeout, env, cwd, tell)
+        forked, why = _forked(python, dict(req, mode="fork", groups=batches), deadline, timeout, env, cwd, tell,
+                              order)
         if forked is not None:
             return forked
     tell(f"probes: one fresh interpreter per module ({why})")
     with ThreadPoolExecutor(jobs) as pool:
-        return list(pool.map(lambda probes: _interpreter(python, dict(req, groups=[probes]), len(probes), deadline,
-                                                         timeout, env, cwd), batches))
+        ranked = order() if order else []
+        if not (all(type(g) is int for g in ranked) and sorted(ranked) == list(range(len(batches)))):
+            ranked = list(range(len(batches)))  # as the zygote takes an order that is not one
+        started = {g: pool.submit(_interpreter, python, dict(req, groups=[batches[g]]), len(batches[g]), deadline,
+                                  timeout, env, cwd) for g in ranked}
+        return [started[g].result() for g in range(len(batches))]
 
 
 def cpus() -> int:
@@ -154,8 +167,10 @@ def _dead(crash: str, n: int) -> list[dict]:
 
 
 def _forked(python: str, req: dict, deadline: float, timeout: float, env: dict[str, str], cwd: str | None,
-            tell: Callable[[str], None]) -> tuple[list[list[dict]] | None, str]:
-    """Results from the zygote, or (None, why) when it declined to fork or died before it could."""
+            tell: Callable[[str], None],
+            order: Callable[[], list[int]] | None = None) -> tuple[list[list[dict]] | None, str]:
+    """Results from the zygote, or (None, why) when it declined to fork or died before it could.
+    The order to start the groups in goes to its stdin, once worked out, while it preloads."""
     batches = req["groups"]
     got: dict[int, list[dict]] = {}
     started: set[int] = set()
@@ -163,12 +178,17 @@ def _forked(python: str, req: dict, deadline: float, timeout: float, env: dict[s
     with tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.Popen([python, "-c", _RUNNER, json.dumps(req)], stdout=subprocess.PIPE, stderr=err,
-                                    stdin=subprocess.DEVNULL, env=env, cwd=cwd, start_new_session=True)
+                                    stdin=subprocess.PIPE, env=env, cwd=cwd, start_new_session=True)
         except OSError as exc:
             return None, f"cannot start {python}: {exc.strerror or exc}"
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stdin is not None
         timed_out = False
         try:
+            line = (json.dumps(order() if order else None) + "\n").encode()
+            with contextlib.suppress(OSError):  # one short line fits the pipe; a zygote gone does not read it
+                proc.stdin.write(line)
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
             for msg in _messages(proc.stdout.fileno(), deadline):
                 if "mode" in msg:
                     mode = msg["mode"]
