@@ -13,12 +13,19 @@ applies is applied (no probes), then, alternating, for --runs rounds:
   before   with --before DIR: ``patcher verify`` of another checkout of this repository (run from
            DIR, so ``-m patcher`` is DIR's), e.g. the commit before a change to the runner.
 
+With --bytecode, the engine's modules are compiled first (``compileall``), as ``pip install``
+leaves them; without it the env is measured as it is: the vLLM CPU env lays the sources in from
+the wheel cache with no bytecode, as ``uv pip install`` leaves an install by default, so that every
+interpreter, and every forked child, compiles each module it imports (``verify`` writes no
+bytecode).
+
 Medians are printed with the ratios to ``import`` (goal: fork <= 1.3x wall, <= 1.6x CPU), how
 fork ran (``--debug``'s line: a zygote that fell back to spawning would otherwise pass for fork),
 and whether fork and spawn reported the same probe outcomes. The env is reverted at the end.
 Wall time on a loaded machine measures the machine; the load is printed, ``uptime`` before a run helps.
 
 Usage: python benchmarks/probe_overhead.py [--sglang 0.5.9] [--vllm 0.19.1] [--runs 3] [--before DIR] [--no-spawn]
+                                           [--bytecode]
        (an empty version skips that engine)
 """
 
@@ -57,9 +64,21 @@ def outcomes(stdout: str) -> dict[str, tuple[str, str]]:
     return {f"{f['id']}:{p['id']}": (p["status"], p["detail"]) for f in report["families"] for p in f["probes"]}
 
 
-def measure(engine: str, version: str, runs: int, before: Path | None = None, spawn: bool = True) -> None:
+def measure(engine: str, version: str, runs: int, before: Path | None = None, spawn: bool = True,
+            bytecode: bool = False) -> None:
     with cpu_env.using(engine, version, log=lambda *_: None) as python:
+        if bytecode:
+            compiled(python, engine)
         applied_and_measured(engine, version, python, runs, before, spawn)
+
+
+def compiled(python: Path, engine: str) -> None:
+    """Bytecode for every module of the engine, as ``pip install`` writes it (before apply, which
+    then recompiles the files it patches, as on a user's install). It stays until the next swap."""
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([str(python), "-m", "compileall", "-q", "-j", "0", str(Path(site) / engine)], check=True,
+                   stdout=subprocess.DEVNULL)
 
 
 def applied_and_measured(engine: str, version: str, python: Path, runs: int, before: Path | None = None,
@@ -134,10 +153,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--before", type=Path, help="a checkout of this repository whose verify is timed too")
     ap.add_argument("--no-spawn", action="store_true", help="leave out spawn (the slowest, by far)")
+    ap.add_argument("--bytecode", action="store_true", help="compile the engine's modules first, as pip does")
     args = ap.parse_args()
     for engine, version in (("sglang", args.sglang), ("vllm", args.vllm)):
         if version:
-            measure(engine, version, args.runs, args.before, spawn=not args.no_spawn)
+            measure(engine, version, args.runs, args.before, spawn=not args.no_spawn, bytecode=args.bytecode)
     return 0
 
 
