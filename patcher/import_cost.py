@@ -5,9 +5,10 @@ in name order left vLLM 0.33.0's dearest child (``gpu_model_runner``, 4 s of its
 last and run alone with the other CPU idle; largest first is the classic longest-job-first rule,
 and it needs only an order, not a time. The estimate is the number of the engine's modules in
 the static closure of top-level imports: on vLLM 0.33.0 and SGLang 0.5.23 it ranks the groups as
-their measured import times do (within one place). Imports that are indented (inside ``try``,
-``if TYPE_CHECKING``, functions) and names imported from a package are followed only when they
-name a module file; an estimate, so nothing here can make a probe pass or fail.
+their measured import times do (each within two places; tests/test_import_cost.py). Imports
+that are indented (inside ``try``, ``if TYPE_CHECKING``, functions) are not followed, and names
+imported from a package only when they name a module file; an estimate, so nothing here can
+make a probe pass or fail.
 """
 
 from __future__ import annotations

@@ -124,24 +124,29 @@ def run_groups(python: str, engine: str, prepend: list[str], batches: list[list[
     gives the indices of ``batches`` in the order to start them; it is called while the zygote
     preloads, so working it out costs no wall time (without it: as given)."""
     deadline = time.monotonic() + timeout
-    order = functools.cache(order) if order else None  # worked out once, should the zygote decline
+    ranked = functools.cache(lambda: _permutation(order() if order else None, len(batches)))  # once, if spawning
     jobs = max(1, min(len(batches), cpus()))
     req = {"engine": engine, "prepend": prepend, "jobs": jobs}
     tell = say or (lambda line: None)
     why = _why_not_fork(env)
     if why is None:
         forked, why = _forked(python, dict(req, mode="fork", groups=batches), deadline, timeout, env, cwd, tell,
-                              order)
+                              ranked)
         if forked is not None:
             return forked
     tell(f"probes: one fresh interpreter per module ({why})")
     with ThreadPoolExecutor(jobs) as pool:
-        ranked = order() if order else []
-        if not (all(type(g) is int for g in ranked) and sorted(ranked) == list(range(len(batches)))):
-            ranked = list(range(len(batches)))  # as the zygote takes an order that is not one
         started = {g: pool.submit(_interpreter, python, dict(req, groups=[batches[g]]), len(batches[g]), deadline,
-                                  timeout, env, cwd) for g in ranked}
+                                  timeout, env, cwd) for g in ranked()}
         return [started[g].result() for g in range(len(batches))]
+
+
+def _permutation(got: list[int] | None, n: int) -> list[int]:
+    """``got`` if it orders the ``n`` groups (each once), else their own order: what probe_child's
+    ``_order`` does with the line it reads."""
+    if got is not None and all(type(g) is int for g in got) and sorted(got) == list(range(n)):
+        return got
+    return list(range(n))
 
 
 def cpus() -> int:
