@@ -68,7 +68,7 @@ class Report:
                 out.extend(f"{fid} has a warning (--strict)" for _ in st.warnings[:1])
                 out.extend(f"{fid} is on an untested release (--strict)" for _ in [st.untested] if st.untested)
                 out.extend(f"{fid}: probe {p['id']} {p['status']} (--strict)" for p in st.probes
-                           if p["status"] not in ("passed", "failed"))
+                           if p["status"] not in ("passed", "failed", probes.ABSENT))
         if any(n.startswith("interrupted") for n in self.notes):
             out.append("a run was interrupted mid-write")
         return out
@@ -212,12 +212,18 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     report = Report("apply", install, statuses, notes=_shadow_notes(install), dry_run=dry)
     todo = [s for s in statuses if s.state in (State.PENDING, State.LOST)
             or (s.state is State.UNKNOWN and s.untested and opts.allow_untested and s.files)]
-    stop = [s for s in statuses if s.state in (State.CONFLICT, State.BLOCKED)
-            or (s.state is State.UNKNOWN and s not in todo)]
+    # All or nothing over what we can place: a conflict or a blocked family stops the run (the
+    # files are someone else's, or applying is unsafe). A family no entry places on this release
+    # is left as it is, on its own: code moving in a new release must not block the others.
+    stop = [s for s in statuses if s.state in (State.CONFLICT, State.BLOCKED)]
     if stop:
         report.notes.append("nothing was written: " + ", ".join(
             f"{s.family.id} {_IS.get(s.state, 'is ' + s.state.value)}" for s in stop))
         return report
+    left = [s.family.id for s in statuses if s.state is State.UNKNOWN and s not in todo]
+    if left:
+        report.notes.append(f"left as {'it is' if len(left) == 1 else 'they are'} (unknown on {install.version}): "
+                            f"{', '.join(left)}; the other families were applied")
     files = Files(install)
     changes = compose(todo, files)
     report.changed = sorted(changes)

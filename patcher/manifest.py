@@ -16,6 +16,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from . import engine_specs, hunks
+from .engines import plain_rel
 from .errors import ManifestError
 
 if sys.version_info >= (3, 11):
@@ -34,23 +35,46 @@ def contains(spec: SpecifierSet, version: Version) -> bool:
     return spec.contains(version, prereleases=True)
 
 
+Spelling = tuple[str, ...]  # one fact, in each spelling upstream has had: any one of them holds
+
+
 @dataclass(frozen=True)
 class Evidence:
-    file: str
-    contains: tuple[str, ...] = ()
-    lacks: tuple[str, ...] = ()
+    """A fact about a release's code, read from its files, that survives code moving around.
 
-    def holds(self, text: str | None) -> str | None:
-        """None when the evidence holds on ``text`` (None: file missing), else what failed."""
-        for s in self.contains:
+    Where it is read: ``files``, fixed paths relative to site-packages (several are alternatives:
+    the fact holds if it holds in any of them, for code that moved between files), or ``defines``,
+    a function or class by name (``"name"`` or ``"Class.name"``) wherever the package's RECORD puts
+    it under ``under``, the text read being that definition's source. What it says: ``contains``,
+    strings that must all be there (each one a tuple of alternative spellings), and ``lacks``,
+    strings that must not. A missing file lacks everything; a missing definition too."""
+    files: tuple[str, ...] = ()
+    contains: tuple[Spelling, ...] = ()
+    lacks: tuple[str, ...] = ()
+    defines: str = ""
+    under: str = ""
+
+    @property
+    def file(self) -> str:
+        """Where it is read, for messages (the first alternative)."""
+        return self.files[0] if self.files else f"def {self.defines}"
+
+    def holds(self, text: str | None, where: str = "") -> str | None:
+        """None when the evidence holds on ``text`` (None: file or definition missing), else what failed."""
+        where = where or self.file
+        for spellings in self.contains:
             if text is None:
-                return f"{self.file} is missing (wanted it to contain {s!r})"
-            if s not in text:
-                return f"{self.file} lacks {s!r}"
+                return f"{where} is missing (wanted it to contain {_either(spellings)})"
+            if not any(s in text for s in spellings):
+                return f"{where} lacks {_either(spellings)}"
         for s in self.lacks:
             if text is not None and s in text:
-                return f"{self.file} contains {s!r}"
+                return f"{where} contains {s!r}"
         return None
+
+
+def _either(spellings: Spelling) -> str:
+    return " or ".join(repr(s) for s in spellings)
 
 
 @dataclass(frozen=True)
@@ -189,7 +213,7 @@ class _Fields:
         self.where, self.table = where, table
         self.used: set[str] = set()
 
-    def get(self, key: str, kind: type, default: Any = ...) -> Any:
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
         self.used.add(key)
         if key not in self.table:
             if default is ...:
@@ -198,7 +222,8 @@ class _Fields:
         value = self.table[key]
         if not isinstance(value, kind):
             raise ManifestError(f"{self.where}: field '{key}' = {value!r}",
-                                wanted=kind.__name__, found=type(value).__name__)
+                                wanted=" or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,))),
+                                found=type(value).__name__)
         return value
 
     def spec(self, key: str) -> SpecifierSet:
@@ -238,8 +263,24 @@ def _evidence(where: str, items: list[Any]) -> tuple[Evidence, ...]:
     out = []
     for i, raw in enumerate(items):
         f = _Fields(f"{where}.evidence[{i}]", raw)
-        ev = Evidence(f.get("file", str), f.strings("contains", []), f.strings("lacks", []))
+        files = f.get("file", (str, list), [])
+        files = (files,) if isinstance(files, str) else tuple(files)
+        contains = []
+        for item in f.get("contains", list, []):
+            spellings = (item,) if isinstance(item, str) else tuple(item) if isinstance(item, list) else ()
+            if not spellings or not all(isinstance(s, str) and s for s in spellings):
+                raise ManifestError(f"{f.where}: field 'contains' holds {item!r}",
+                                    wanted="a string, or a list of alternative spellings")
+            contains.append(spellings)
+        ev = Evidence(files, tuple(contains), f.strings("lacks", []), f.get("defines", str, ""), f.get("under", str, ""))
         f.done()
+        if not all(isinstance(x, str) and plain_rel(x) for x in files):
+            raise ManifestError(f"{f.where}: field 'file' = {files!r}", wanted="relative paths under site-packages")
+        if bool(files) == bool(ev.defines):
+            raise ManifestError(f"{f.where}: wanted exactly one of 'file' and 'defines'",
+                                found="both" if files else "neither")
+        if ev.under and not ev.defines:
+            raise ManifestError(f"{f.where}: field 'under' without 'defines'")
         if not (ev.contains or ev.lacks):
             raise ManifestError(f"{where}.evidence[{i}]: neither 'contains' nor 'lacks'")
         out.append(ev)

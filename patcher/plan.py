@@ -8,6 +8,7 @@ by content: the files must hold the variant's pre-image (pending) or post-image
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
@@ -18,7 +19,7 @@ from . import hunks
 from .engines import Install, sha256_record
 from .errors import PatcherError
 from .hunks import FileState
-from .manifest import Family, Refused, Upstream, Variant, contains
+from .manifest import Evidence, Family, Refused, Upstream, Variant, contains
 
 
 class State(str, Enum):
@@ -71,6 +72,7 @@ class Files:
     def __init__(self, install: Install) -> None:
         self.install = install
         self._cache: dict[str, hunks.Text | None] = {}
+        self._defs: dict[tuple[str, str], list[tuple[str, str]]] = {}
 
     def lines(self, rel: str) -> hunks.Text | None:
         if rel not in self._cache:
@@ -86,15 +88,73 @@ class Files:
         lines = self.lines(rel)
         return None if lines is None else hunks.join(lines)
 
+    def definitions(self, qualname: str, under: str = "") -> list[tuple[str, str]]:
+        """``(file, source)`` of every ``def`` / ``class`` named ``qualname`` ("name" or
+        "Class.name") in the engine's RECORD under ``under`` (default: the whole package), in
+        RECORD path order. A substring test picks the files worth parsing."""
+        key = (qualname, under)
+        if key not in self._defs:
+            last = qualname.rsplit(".", 1)[-1]
+            prefix = under or self.install.engine + "/"
+            out = []
+            for rel in sorted(r for r in self.install.record if r.endswith(".py") and r.startswith(prefix)):
+                text = self.text(rel)
+                if text is None or not any(f"{kw} {last}" in text for kw in ("def", "class")):
+                    continue
+                out += [(rel, src) for src in source_of(text, qualname)]
+            self._defs[key] = out
+        return self._defs[key]
+
+
+def source_of(text: str, qualname: str) -> list[str]:
+    """The source of each definition of ``qualname`` at module level (or in a module-level class)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    *outer, name = qualname.split(".")
+    scopes: list[list[ast.stmt]] = [tree.body]
+    for cls in outer:
+        scopes = [n.body for body in scopes for n in body if isinstance(n, ast.ClassDef) and n.name == cls]
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return [ast.get_source_segment(text, n) or "" for body in scopes for n in body
+            if isinstance(n, kinds) and n.name == name]
+
 
 def evidence_fails(files: Files, entry: Upstream | Refused) -> str | None:
     """What of an upstream or refused entry's evidence does not hold on these files (the first
     failure, as text); None when all of it holds. ``port`` judges a new release by it too."""
     for ev in entry.evidence:
-        failed = ev.holds(files.text(ev.file))  # None for a file RECORD does not list
+        failed = _fails(files, ev)
         if failed:
             return failed
     return None
+
+
+def _fails(files: Files, ev: Evidence) -> str | None:
+    """None when ``ev`` holds in one of the places it may be read, else the first place's failure."""
+    places: list[tuple[str, str | None]]
+    if ev.defines:
+        places = [(f"{rel}: def {ev.defines}", src) for rel, src in files.definitions(ev.defines, ev.under)]
+        if not places:
+            return ev.holds(None, f"def {ev.defines} (under {ev.under or files.install.engine + '/'})")
+    else:
+        places = [(rel, files.text(rel)) for rel in ev.files]  # None for a file RECORD does not list
+    failures = [ev.holds(text, where) for where, text in places]
+    return None if None in failures else failures[0]
+
+
+def evidence_paths(files: Files, family: Family) -> set[str]:
+    """Every file the family's evidence reads on this install (tests copy just these)."""
+    out: set[str] = set()
+    for ev in (ev for entry in _judged(family) for ev in entry.evidence):
+        out |= {rel for rel, _ in files.definitions(ev.defines, ev.under)} if ev.defines else set(ev.files)
+    return out
+
+
+def _judged(family: Family) -> list[Upstream | Refused]:
+    """The entries a family states evidence for."""
+    return [*family.upstream, *family.refused]
 
 
 def _content_state(family: Family, variant: Variant, files: Files) -> tuple[dict[str, FileState], str | None]:
@@ -152,27 +212,62 @@ def _written_by_us(record: dict, files: Files) -> bool:
     return bool(written) and all(files.sha(rel) == sha for rel, sha in written.items())
 
 
+def matching(family: Family, files: Files) -> list[Variant | Upstream | Refused]:
+    """Every entry whose content test holds on these files, whatever its version range: a variant
+    whose pre-image or post-image fits exactly, an upstream or refused entry whose evidence holds.
+    On every covered release it is exactly the declared entry (tests/test_releases.py); two entries
+    matching one release is a manifest error, and on a new release it is flagged, never resolved
+    by whichever entry comes first."""
+    out: list[Variant | Upstream | Refused] = []
+    for v in family.variants:
+        states, _ = _content_state(family, v, files)
+        if set(states.values()) in ({FileState.PRISTINE}, {FileState.APPLIED}):
+            out.append(v)
+    out += [e for e in _judged(family) if e.evidence and evidence_fails(files, e) is None]
+    return out
+
+
 def _unknown(family: Family, files: Files, version: Version, record: dict | None) -> Status:
-    """A release no entry declares: classify from content alone."""
-    in_place = None
+    """A release no entry declares (newer or older than every release we cover), judged by content.
+    First the entry of the covered release it descends from (the newest one; the oldest for an
+    older release): where its content test holds, as on the releases it was proven on, the family
+    is in that entry's state. Otherwise the one other entry whose content test holds; several, or
+    none, is ``unknown``, never guessed. A variant's pre-image is applied only on request
+    (--allow-untested)."""
     for v in family.variants:
         st = _from_files(family, v, files, record, untested=True)
+        if st.state is State.APPLIED and record is not None and record["variant"] == v.id:
+            return st  # we wrote it: our own post-image, whatever evidence it happens to satisfy
+    anchor = family.oldest if family.oldest is not None and version < family.oldest else family.newest
+    line = family.classify(anchor) if anchor is not None else None
+    fits = [line] if line is not None and line in matching(family, files) else []
+    if not fits:  # refusals by content are for releases older than we cover (_older), not for newer ones
+        fits = [e for e in matching(family, files) if not isinstance(e, Refused)]
+        if any(not isinstance(e, Variant) for e in fits):
+            # our post-image where an upstream entry's evidence holds: upstream's own text (a backport)
+            fits = [e for e in fits if not (isinstance(e, Variant) and _from_files(
+                family, e, files, record, untested=True).state is State.APPLIED)]
+    why = f" (not the entry of {anchor}, {_entry_name(line)})" if line is not None and fits[:1] != [line] else ""
+    if len(fits) > 1:
+        return Status(family, State.UNKNOWN, f"{version} is not a tested release and its files match "
+                      f"{' and '.join(map(_entry_name, fits))}{why}: flagged for review, not guessed",
+                      hint=_skip_hint(family))
+    if fits:
+        (entry,) = fits
+        if isinstance(entry, Refused):  # the covered release it descends from is refused, and so is it
+            st = _refused(family, entry, files.install)
+            st.detail += f" (judged by its files: {version} is not in our matrix)"
+            return st
+        if isinstance(entry, Upstream):
+            return Status(family, State.UPSTREAM, f"fix present (upstream {_since(entry)}){why}; {version} itself "
+                          "is not in our matrix", untested=True, upstream_id=entry.id)
+        st = _from_files(family, entry, files, record, untested=True)
         if st.state in (State.PENDING, State.LOST):
             st.state = State.UNKNOWN
-            st.detail = (f"{version} is not a tested release, but its files match variant {v.id}'s "
-                         "pre-image byte for byte")
+            st.detail = (f"{version} is not a tested release, but its files match variant {entry.id}'s "
+                         f"pre-image byte for byte{why}")
             st.hint = "'patcher apply --allow-untested' applies it"
-            return st
-        if st.state is State.APPLIED:
-            if record is not None:
-                return st
-            in_place = in_place or st
-    for up in family.upstream:
-        if evidence_fails(files, up) is None:
-            return Status(family, State.UPSTREAM, f"fix present (in upstream since {up.since}, {up.ref}"
-                          f"{_covers(up)}); {version} itself is not in our matrix", untested=True, upstream_id=up.id)
-    if in_place is not None:
-        return in_place
+        return st
     # Nearest: the variant with most hunks still finding their text, then the closest range,
     # then the newer range (what a newer release most likely descends from).
     order = {v.id: i for i, v in enumerate(family.variants)}  # manifests list variants oldest first
@@ -180,11 +275,26 @@ def _unknown(family: Family, files: Files, version: Version, record: dict | None
                                                   max(_bounds(v), default=Version("0")), order[v.id]),
                   default=None)
     if nearest is None:
-        return Status(family, State.UNKNOWN, f"no entry covers {version}", hint="file an issue")
+        return Status(family, State.UNKNOWN, f"no entry covers {version}", hint=_skip_hint(family))
     _, first = _content_state(family, nearest, files)
     return Status(family, State.UNKNOWN, f"no variant declared for {version}; nearest is {nearest.id} "
                   f"('{nearest.versions}'), which does not fit: {first}", nearest.id,
-                  hint="use a release from VERSIONS.md, or file an issue with 'patcher verify --json'")
+                  hint=_skip_hint(family))
+
+
+def _entry_name(entry: Variant | Upstream | Refused | None) -> str:
+    if isinstance(entry, Variant):
+        return f"variant {entry.id}"
+    if entry is None:
+        return "none"
+    kind = "upstream" if isinstance(entry, Upstream) else "refused"
+    return f"{kind} '{entry.versions}'"
+
+
+def _skip_hint(family: Family) -> str:
+    """What a user can do today about a family nothing places: the others apply without it."""
+    return (f"'patcher apply --skip {family.name}' applies the others and exits 0 without it; for this one, "
+            "use a release from VERSIONS.md or file an issue with 'patcher verify --json'")
 
 
 def _fitting_hunks(family: Family, variant: Variant, files: Files) -> int:
@@ -224,7 +334,7 @@ def assess(install: Install, families: tuple[Family, ...], records: dict[str, di
                 st = Status(family, State.CONFLICT, f"{install.version} should carry the upstream fix "
                             f"({entry.ref}) but {failed}", hint="reinstall the engine; if it persists, file an issue")
             else:
-                st = Status(family, State.UPSTREAM, f"fixed upstream since {entry.since} ({entry.ref}{_covers(entry)})",
+                st = Status(family, State.UPSTREAM, f"fixed upstream {_since(entry)}",
                             upstream_id=entry.id)
         elif isinstance(entry, Refused):
             st = _refused(family, entry, install)
@@ -242,6 +352,12 @@ def assess(install: Install, families: tuple[Family, ...], records: dict[str, di
 
 def _covers(entry: Upstream) -> str:
     return f"; {entry.covers}" if entry.covers else ""
+
+
+def _since(entry: Upstream) -> str:
+    """"since 0.18.0 (vllm-project/vllm#31254)", the parenthesis only when there is a reference or a note."""
+    said = "; ".join(x for x in (entry.ref, entry.covers) if x)
+    return f"since {entry.since}" + (f" ({said})" if said else "")
 
 
 def _refused(family: Family, entry: Refused, install: Install) -> Status:
@@ -263,7 +379,7 @@ def declared(family: Family, version: Version) -> Status:
         return Status(family, State.PENDING, f"the published files need variant {entry.id}", entry.id,
                       hint=f"patcher apply --engine {family.engine}")
     if isinstance(entry, Upstream):
-        return Status(family, State.UPSTREAM, f"fixed upstream since {entry.since} ({entry.ref})",
+        return Status(family, State.UPSTREAM, f"fixed upstream {_since(entry)}",
                       upstream_id=entry.id)
     if isinstance(entry, Refused):
         return Status(family, State.REFUSED, _refusal(entry))

@@ -14,9 +14,11 @@ the engine's modules fresh, as a fresh interpreter would, without paying for tor
 (probe_child.py says when the zygote refuses to fork; then one fresh interpreter per group).
 This is the only probe runner: the CPU environments' import table runs through it too.
 
-Three outcomes besides "passed": "failed" (the check or the import raised, the interpreter
-died or timed out), and "not importable here" when a dependency outside the engine is missing (a CPU-only
-build stage without CUDA libraries, say), which ``--strict`` makes fatal. The runner
+Outcomes besides "passed": "failed" (the check or the import raised, the interpreter
+died or timed out); "not importable here" when a dependency outside the engine is missing (a CPU-only
+build stage without CUDA libraries, say), which ``--strict`` makes fatal; and "not in release" when
+the release does not ship the probed module (its RECORD lists none) or the check finds nothing of
+what it checks there (it raises NotInRelease): a fact about the release, fatal for no one. The runner
 also checks that the module came from the file we patched: a second copy earlier on
 sys.path is the classic "the patch did not take effect".
 """
@@ -40,7 +42,7 @@ from pathlib import Path
 from . import import_cost
 from .engines import Install
 from .plan import State, Status
-from .probe_child import MARK
+from .probe_child import ABSENT, MARK
 
 # What runs in the engine's interpreter: probe_child.py's source, never imported there as ours.
 _RUNNER = (Path(__file__).with_name("probe_child.py")).read_text()
@@ -80,7 +82,13 @@ def run(install: Install, statuses: list[Status], timeout: float = 180.0,
 
     ``timeout`` bounds the whole run (wall clock), not each interpreter. ``say`` gets one line
     on how they ran (forked from a preloaded interpreter, or spawned, and why): ``--debug``."""
-    todo = selected(statuses)
+    todo = []
+    for st, p in selected(statuses):
+        if _module_file(install, p["module"]) & {install.site / rel for rel in install.record}:
+            todo.append((st, p))
+        else:  # chosen by what the release contains: a module it does not ship has nothing to check
+            st.probes.append({"id": p["id"], "module": p["module"], "status": ABSENT,
+                              "detail": f"{install.engine} {install.version} has no module {p['module']}"})
     if not todo:
         return
     batches = groups(todo)
@@ -288,7 +296,7 @@ def _interpreter(python: str, req: dict, n: int, deadline: float, timeout: float
 
 def _valid(got, n: int) -> bool:
     return isinstance(got, list) and len(got) == n and all(
-        isinstance(r, dict) and r.get("status") in ("passed", "failed", "not importable") for r in got)
+        isinstance(r, dict) and r.get("status") in ("passed", "failed", "not importable", ABSENT) for r in got)
 
 
 def _parse(stdout: str, n: int) -> list[dict] | None:

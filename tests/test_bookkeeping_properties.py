@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from patcher import write
 from patcher.engines import sha256_record
 from tests.support import bookkeeping_site
-from tests.support.bookkeeping_site import ENGINE, _files_we_read, _plant, assert_clean_error, run, snapshot
+from tests.support.bookkeeping_site import ENGINE, VERSION, _files_we_read, _plant, assert_clean_error, run, snapshot
 from tests.support.tiers import examples
 
 release_site = bookkeeping_site.release_site
@@ -86,7 +86,7 @@ def test_hostile_bookkeeping_never_tracebacks_nor_writes_outside_record(starts, 
             shutil.rmtree(site / write.DIRNAME)
         code, _, err = run("revert", site)
         if code != 0 or any(sha256_record((site / rel).read_bytes()) != record[rel]
-                            for rel in _files_we_read() if (site / rel).exists()):
+                            for rel in _files_we_read(VERSION) if (site / rel).exists()):
             FIGURES["left unrevertable"] += 1
             pytest.fail(f"{which} {how!r}: revert after the campaign: {code} {err}")
         shutil.rmtree(box)

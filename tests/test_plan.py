@@ -94,7 +94,8 @@ def test_nearest_is_the_variant_with_most_hunks_still_fitting(tmp_path):
     assert st.detail == ("no variant declared for 3.0; nearest is old ('<1.1,>=1.0'), which does not fit: "
                          "toyengine/other.py: hunk 1/1 does not apply (line 1); wanted 'x = 1' (line 1 of the "
                          "hunk's old text), found 'y = 1' (file line 1)")
-    assert st.hint == "use a release from VERSIONS.md, or file an issue with 'patcher verify --json'"
+    assert st.hint == ("'patcher apply --skip fix' applies the others and exits 0 without it; for this one, use a "
+                       "release from VERSIONS.md or file an issue with 'patcher verify --json'")
 
 
 def test_a_hunk_at_a_file_end_without_newline_counts_as_fitting(tmp_path):
@@ -156,7 +157,9 @@ evidence = [{ file = "toyengine/core.py", contains = ["fixed = True"] }]
 def test_no_variant_and_no_evidence_is_an_unknown_release_to_report(tmp_path):
     """A family with no variant at all (kills max() over no variants without its default)."""
     st = _unknown(tmp_path, UPSTREAM_ONLY, {}, {CORE: "q = 0\n"}, "3.0", releases="1.0\n")
-    assert (st.state, st.variant, st.detail, st.hint) == (State.UNKNOWN, None, "no entry covers 3.0", "file an issue")
+    assert (st.state, st.variant, st.detail) == (State.UNKNOWN, None, "no entry covers 3.0")
+    assert st.hint == ("'patcher apply --skip fix' applies the others and exits 0 without it; for this one, use a "
+                       "release from VERSIONS.md or file an issue with 'patcher verify --json'")
 
 
 def test_an_untested_release_held_upstream_keeps_the_entrys_id(tmp_path):
@@ -164,7 +167,7 @@ def test_an_untested_release_held_upstream_keeps_the_entrys_id(tmp_path):
     own id, which probes' `when` names (kills upstream_id dropped or None)."""
     st = _unknown(tmp_path, UPSTREAM_ONLY, {}, {CORE: "fixed = True\n"}, "3.0", releases="1.0\n")
     assert (st.state, st.untested, st.upstream_id) == (State.UPSTREAM, True, "up2")
-    assert st.detail == ("fix present (in upstream since 1.0, toy/toy#2; Kimi-K2 targets only); "
+    assert st.detail == ("fix present (upstream since 1.0 (toy/toy#2; Kimi-K2 targets only)); "
                          "3.0 itself is not in our matrix")
 
 
@@ -292,7 +295,9 @@ def test_an_untested_release_matching_a_pre_image_can_be_applied(tmp_path, recor
     files), also when the state file says an earlier release had it applied."""
     st = _v1(tmp_path, {CORE: PRISTINE}, records, version="3.0")
     assert (st.state, st.variant, st.untested, st.files) == (State.UNKNOWN, "v1", True, {CORE: FileState.PRISTINE})
-    assert st.detail == "3.0 is not a tested release, but its files match variant v1's pre-image byte for byte"
+    # the covered release 3.0 descends from (2.0) is upstream; its fix is gone, v1's pre-image is back
+    assert st.detail == ("3.0 is not a tested release, but its files match variant v1's pre-image byte for byte "
+                         "(not the entry of 2.0, upstream '<3.0,>=2.0')")
     assert st.hint == "'patcher apply --allow-untested' applies it"
 
 
@@ -501,3 +506,76 @@ def test_a_state_file_naming_a_file_the_new_release_dropped_reads_as_lost(tmp_pa
     doc["families"]["toyengine/fix"]["files"] = {"../evil.py": digest}
     with pytest.raises(WriteError, match="is not one patcher wrote"):
         bookkeeping.parse_state(json.dumps(doc).encode(), tmp_path / "toyengine.json", inst)
+
+
+# ------------------------------------------------------------------ evidence that survives code moving (issue 31)
+
+MOVED = '''title = "t"
+why = "w"
+
+[[variant]]
+id = "v1"
+versions = "<2.0"
+
+[[upstream]]
+versions = ">=2.0"
+since = "2.0"
+ref = "toy/toy#2"
+evidence = [{ defines = "Reader.read", contains = [["layer_ids", "aux_ids"]] }]
+'''
+
+
+@pytest.mark.parametrize("where, body", [
+    ("toyengine/core.py", "class Reader:\n    def read(self):\n        return self.layer_ids\n"),
+    ("toyengine/moved/deep.py", "class Reader:\n    def read(self):\n        return self.aux_ids\n"),
+], ids=["first-home", "moved-and-respelled"])
+def test_a_definition_is_found_wherever_record_puts_it(tmp_path, where, body):
+    """`defines` reads the function's own source in whichever file RECORD lists it, and a
+    `contains` item that is a list holds when any one spelling is there."""
+    fam = family(tmp_path, MOVED, {"v1.diff": V1["v1.diff"]}, "1.0\n2.0\n")
+    st = one(install(tmp_path, {CORE: PRISTINE, where: body} if where != CORE else {CORE: body}, "2.0"), fam)
+    assert (st.state, st.detail) == (State.UPSTREAM, "fixed upstream since 2.0 (toy/toy#2)")
+
+
+def test_a_definition_elsewhere_in_the_file_does_not_count(tmp_path):
+    """The strings must be in the named definition, not anywhere in its file."""
+    fam = family(tmp_path, MOVED, {"v1.diff": V1["v1.diff"]}, "1.0\n2.0\n")
+    text = "class Reader:\n    def read(self):\n        return None\n\n\ndef other():\n    return 'layer_ids'\n"
+    st = one(install(tmp_path, {CORE: text}, "2.0"), fam)
+    assert st.state is State.CONFLICT
+    assert st.detail == ("2.0 should carry the upstream fix (toy/toy#2) but toyengine/core.py: def Reader.read "
+                         "lacks 'layer_ids' or 'aux_ids'")
+
+
+def test_no_definition_anywhere_is_named(tmp_path):
+    fam = family(tmp_path, MOVED, {"v1.diff": V1["v1.diff"]}, "1.0\n2.0\n")
+    st = one(install(tmp_path, {CORE: PRISTINE}, "2.0"), fam)
+    assert st.detail == ("2.0 should carry the upstream fix (toy/toy#2) but def Reader.read (under toyengine/) is "
+                         "missing (wanted it to contain 'layer_ids' or 'aux_ids')")
+
+
+def test_a_new_release_is_judged_by_the_entry_of_the_release_it_descends_from(tmp_path):
+    """Two variants whose pre-images both fit a release newer than every one we cover: the one
+    declared for the newest covered release decides (no first match in manifest order)."""
+    toml = ('title = "t"\nwhy = "w"\n\n[[variant]]\nid = "old"\nversions = "<2.0"\ndiffs = ["a.diff"]\n\n'
+            '[[variant]]\nid = "new"\nversions = ">=2.0"\ndiffs = ["a.diff", "b.diff"]\n')
+    other = "toyengine/other.py"
+    fam = family(tmp_path, toml, {"a.diff": V1["v1.diff"], "b.diff": diff(other, ["x = 1"], ["x = 2"])}, "1.0\n2.0\n")
+    st = one(install(tmp_path, {CORE: PRISTINE, other: "x = 1\n"}, "3.0"), fam)
+    assert (st.state, st.variant, st.untested) == (State.UNKNOWN, "new", True)
+    # the newest release's variant does not fit, the older one does: offered, saying so
+    st = one(install(tmp_path / "b", {CORE: PRISTINE, other: "y = 1\n"}, "3.0"), fam)
+    assert (st.state, st.variant) == (State.UNKNOWN, "old")
+    assert st.detail == ("3.0 is not a tested release, but its files match variant old's pre-image byte for byte "
+                         "(not the entry of 2.0, variant new)")
+
+
+def test_two_other_entries_that_fit_are_flagged_not_guessed(tmp_path):
+    toml = ('title = "t"\nwhy = "w"\n\n[[variant]]\nid = "a"\nversions = "<1.0"\n\n[[variant]]\nid = "b"\n'
+            'versions = ">=1.0,<2.0"\n\n[[upstream]]\nversions = ">=2.0"\nsince = "2.0"\nref = "r"\n'
+            'evidence = [{ file = "toyengine/core.py", contains = ["fixed"] }]\n')
+    fam = family(tmp_path, toml, {"a.diff": V1["v1.diff"], "b.diff": V1["v1.diff"]}, "0.5\n1.0\n2.0\n")
+    st = one(install(tmp_path, {CORE: PRISTINE}, "3.0"), fam)
+    assert (st.state, st.variant, st.files) == (State.UNKNOWN, None, {})
+    assert st.detail == ("3.0 is not a tested release and its files match variant a and variant b (not the entry "
+                         "of 2.0, upstream '>=2.0'): flagged for review, not guessed")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher import actions, engines, manifest, matrix
+from patcher import actions, engines, manifest, matrix, plan
 from patcher.maintainer import wheels
 from patcher.maintainer.port_proof import scratch_site
 from patcher.manifest import Refused, Upstream, Variant
@@ -67,6 +67,7 @@ EXPECTED: dict[tuple[str, str], tuple[str, ...]] = {
     ("vllm", "0.26.0"): ("patch E5", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D8"),
     ("vllm", "0.27.0"): ("patch E5", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D9"),
     ("vllm", "0.33.0"): ("patch E5", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D9"),
+    ("vllm", "0.34.0"): ("patch E5", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D9"),
     ("sglang", "0.5.1"): ("refused", "patch g1", "patch v1", "refused", "patch v1", "refused", "refused", "patch v1"),
     ("sglang", "0.5.1.post3"): ("refused", "patch g1", "patch v1", "refused", "patch v1", "refused", "refused", "patch v1"),
     ("sglang", "0.5.2"): ("refused", "patch g1", "patch v1", "refused", "patch v1", "refused", "refused", "patch v2"),
@@ -171,8 +172,8 @@ def fake_newer_release(engine: str, base: str, new: str, dest: Path) -> Path:
     tree = wheels.tree(engine, base)
     install = engines.find(engine, site=tree)
     rels = {fp.path for f in manifest.load_all(manifest.PATCHES, (engine,)) for v in f.variants
-            for fp in f.patches[v.id]} | {ev.file for f in manifest.load_all(manifest.PATCHES, (engine,))
-                                          for e in (*f.upstream, *f.refused) for ev in e.evidence}
+            for fp in f.patches[v.id]} | {rel for f in manifest.load_all(manifest.PATCHES, (engine,))
+                                          for rel in plan.evidence_paths(plan.Files(install), f)}
     rels = {r for r in rels if (tree / r).exists()}
     site = scratch_site(tree, install, rels, dest)
     old = site / install.dist_info.name

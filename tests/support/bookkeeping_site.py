@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher import manifest, write
+from patcher import engines, manifest, plan, write
 from patcher.__main__ import main
 from patcher.engines import sha256_record
 
@@ -23,13 +23,15 @@ ENGINE, VERSION = "sglang", "0.5.9"
 TARGET = "sglang/srt/models/llama_eagle3.py"  # patched on 0.5.9 by eagle3-drafter-keys
 
 
-def _files_we_read() -> set[str]:
+def _files_we_read(version: str) -> set[str]:
+    from patcher.maintainer import wheels
+
+    files = plan.Files(engines.find(ENGINE, site=wheels.tree(ENGINE, version)))
     out = set()
     for fam in manifest.load_all(manifest.PATCHES, (ENGINE,)):
         for v in fam.variants:
             out |= {fp.path for fp in fam.patches[v.id]}
-        for entry in (*fam.upstream, *fam.refused):
-            out |= {ev.file for ev in entry.evidence}
+        out |= plan.evidence_paths(files, fam)
     return out
 
 
@@ -40,7 +42,7 @@ def _release_site(tmp_path_factory, version: str) -> Path:
     dest = tmp_path_factory.mktemp("release") / "site"
     for info in src.glob(f"{ENGINE}-*.dist-info"):
         shutil.copytree(info, dest / info.name)
-    for rel in _files_we_read():
+    for rel in _files_we_read(version):
         if (src / rel).exists():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src / rel, dest / rel)

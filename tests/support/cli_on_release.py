@@ -8,7 +8,7 @@ import io
 import shutil
 from pathlib import Path
 
-from patcher import manifest
+from patcher import engines, manifest, plan
 from patcher.__main__ import main
 from patcher.maintainer import wheels
 
@@ -26,10 +26,11 @@ def install(tmp_path: Path, engine: str, version: str) -> Path:
     dist = next(tree.glob(f"{engine}-*.dist-info"))
     shutil.copytree(dist, site / dist.name)
     rels = {"__init__.py"}
+    files = plan.Files(engines.find(engine, site=tree))
     for fam in manifest.load_all(manifest.PATCHES, (engine,)):
         for v in fam.variants:
             rels |= {fp.path.split("/", 1)[1] for fp in fam.patches[v.id]}
-        rels |= {ev.file.split("/", 1)[1] for e in (*fam.upstream, *fam.refused) for ev in e.evidence}
+        rels |= {rel.split("/", 1)[1] for rel in plan.evidence_paths(files, fam)}
     for rel in rels:
         src = tree / engine / rel
         if src.is_file():

@@ -16,6 +16,7 @@ the ids the runners take (the top-level key first), not where they are written.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -127,12 +128,42 @@ def v2_runner_reads_eagle_config_ids(module) -> None:
 OTHER_IDS = (4, 32, 56)  # the same drafter's eagle_config after an in-place edit
 
 
+class NotInRelease(Exception):
+    """What this probe checks is not in the release (the runner reports it as its own outcome)."""
+
+
 def _compile_key(module, hf_config, draft_model_config=None) -> str:
-    """SpeculativeConfig.compute_hash as VllmConfig.compute_hash calls it, on a stand-in holding
-    the loaded drafter config (method "eagle3"; 0.17.0-0.25.1 read only method and the hf_config)."""
+    """The compile-cache key's speculative part, as VllmConfig computes it, on a stand-in holding
+    the loaded drafter config (method "eagle3"). Up to 0.33.0 SpeculativeConfig.compute_hash (0.17.0-0.25.1
+    read only method and the hf_config); from 0.34.0 SpeculativeConfig.compile_factors, which walks every
+    dataclass field, so the stand-in is a real instance holding each field's default."""
+    config = module.SpeculativeConfig
     draft = draft_model_config or SimpleNamespace(hf_config=hf_config)
-    spec = SimpleNamespace(method="eagle3", draft_model_config=draft, enable_adaptive_verification=False)
-    return module.SpeculativeConfig.compute_hash(spec)
+    if hasattr(config, "compute_hash"):
+        spec = SimpleNamespace(method="eagle3", draft_model_config=draft, enable_adaptive_verification=False)
+        return config.compute_hash(spec)
+    if not hasattr(config, "compile_factors"):
+        raise NotInRelease("SpeculativeConfig has neither compute_hash nor compile_factors")
+    from vllm.config.utils import hash_factors
+
+    spec = object.__new__(config)
+    for f in dataclasses.fields(config):
+        object.__setattr__(spec, f.name, _default(f))
+    object.__setattr__(spec, "method", "eagle3")
+    object.__setattr__(spec, "draft_model_config", draft)
+    return hash_factors(config.compile_factors(spec))
+
+
+def _default(f):
+    """A dataclass field's default; pydantic's Field(default=...) leaves a FieldInfo there."""
+    value = f.default
+    if type(value).__name__ == "FieldInfo":
+        factory = getattr(value, "default_factory", None)
+        value = factory() if factory else value.default
+        return None if type(value).__name__ == "PydanticUndefinedType" else value
+    if value is dataclasses.MISSING:
+        return f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+    return value
 
 
 def _eagle_config(ids) -> dict:
