@@ -227,7 +227,7 @@ def matching(family: Family, files: Files) -> list[Variant | Upstream | Refused]
     return out
 
 
-def _unknown(family: Family, files: Files, version: Version, record: dict | None) -> Status:
+def undeclared(family: Family, files: Files, version: Version, record: dict | None = None) -> Status:
     """A release no entry declares (newer or older than every release we cover), judged by content.
     First the entry of the covered release it descends from (the newest one; the oldest for an
     older release): where its content test holds, as on the releases it was proven on, the family
@@ -342,7 +342,7 @@ def assess(install: Install, families: tuple[Family, ...], records: dict[str, di
             if failed:
                 st.warnings.append(f"the refusal's evidence does not hold here: {failed}")
         else:
-            st = _older(family, files, install) or _unknown(family, files, install.version, record)
+            st = _older(family, files, install) or undeclared(family, files, install.version, record)
         if st.state is State.APPLIED and record is not None and record["variant"] == st.variant:
             st.edited = [rel for rel, sha in sorted(record["files"].items()) if files.sha(rel) != sha]
         _preconditions(st, install)

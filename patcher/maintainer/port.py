@@ -25,8 +25,8 @@ from packaging.version import Version
 
 from .. import engines, hunks, manifest, matrix
 from ..errors import PatcherError
-from ..manifest import Family, Variant, contains
-from ..plan import Files, evidence_fails
+from ..manifest import Family, Upstream, Variant, contains
+from ..plan import Files, State, evidence_fails, undeclared
 from . import manifest_edit, merge, new_upstream_code, port_proof, wheels
 
 
@@ -92,24 +92,36 @@ def _select(req: Request) -> list[Family]:
 
 
 def _held(family: Family, files: Files, version: str, releases: list[str]) -> Outcome | None:
-    for up in family.upstream:
-        if evidence_fails(files, up) is None:
-            return Outcome(family.id, "held", f"upstream since {up.since} ({up.ref}): its evidence holds")
-    for v in family.variants:
-        fps = family.patches[v.id]
-        pristine = hunks.FileState.PRISTINE
-        if all((lines := files.lines(fp.path)) is not None and hunks.state(lines, fp.hunks)[0] is pristine
-               for fp in fps):
-            text = (family.folder / "patch.toml").read_text()
-            if contains(v.versions, Version(version)):
-                return Outcome(family.id, "held", f"variant {v.id} covers it and its pre-image matches byte for byte",
-                               variant=v.id, manifest=text, versions_md=f"patch {v.id}")
-            toml = manifest_edit.extend_variant(text, v.id, version)
-            return Outcome(family.id, "held", f"variant {v.id}'s pre-image matches byte for byte: its range grows",
-                           variant=v.id, manifest=toml, versions_md=f"patch {v.id}")
-    for ref in family.refused:
-        if ref.evidence and evidence_fails(files, ref) is None:
-            return Outcome(family.id, "held", f"refused: {ref.reason} (its evidence holds); use {ref.use}")
+    """What the release is by content, as ``patcher verify`` judges a release no entry declares
+    (plan.undeclared): the entry of the newest covered release first, never the first that fits.
+    None: nothing holds, and the variant of the newest release is carried by a merge."""
+    st = undeclared(family, files, Version(version))
+    line = family.classify(family.newest) if family.newest is not None else None
+    if st.state is State.UPSTREAM:
+        return Outcome(family.id, "held", f"{st.detail.split(';')[0]}: its evidence holds")
+    if st.state is State.REFUSED:
+        return Outcome(family.id, "held", f"refused: {st.detail} (its evidence holds)")
+    if st.state is State.UNKNOWN and st.files and st.variant is not None:
+        text = (family.folder / "patch.toml").read_text()
+        if not isinstance(line, Variant) or st.variant != line.id:
+            # an older variant's pre-image is back: extending its range would overlap the newer ones
+            return Outcome(family.id, "flagged", f"{st.detail}; a person decides (extending {st.variant} would "
+                           "overlap the ranges after it)")
+        if contains(line.versions, Version(version)):
+            return Outcome(family.id, "held", f"variant {line.id} covers it and its pre-image matches byte for byte",
+                           variant=line.id, manifest=text, versions_md=f"patch {line.id}")
+        return Outcome(family.id, "held", f"variant {line.id}'s pre-image matches byte for byte: its range grows",
+                       variant=line.id, manifest=manifest_edit.extend_variant(text, line.id, version),
+                       versions_md=f"patch {line.id}")
+    if isinstance(line, Upstream):
+        # Fixed upstream on the newest release we cover, and its evidence no longer reads the new
+        # files: code moved. A diff from a variant older than the fix would undo or duplicate it.
+        failed = evidence_fails(files, line)
+        return Outcome(family.id, "flagged", f"fixed upstream since {line.since} on {family.newest}, but its "
+                       f"evidence does not hold on {version} ({failed}); no diff is derived from a variant older "
+                       "than the upstream fix: a person writes the evidence for the new code")
+    if st.state is State.UNKNOWN and "flagged for review" in st.detail:
+        return Outcome(family.id, "flagged", st.detail)
     return None
 
 

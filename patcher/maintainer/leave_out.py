@@ -1,0 +1,157 @@
+"""Leave the newest out: the proof that a release nobody wrote a variant for is placed by its code.
+
+For a release R: the patch set is cut back to what was known before R (releases.txt without R and
+later; every entry whose range starts at R or later removed, its id taken out of probes' ``when``
+and ``mutation_sample``), with no other edit. Then R's published files are judged as ``verify``
+judges a release no entry declares, and ``port`` runs on them; both are compared, family by
+family, with what ships for R:
+
+- right: the same state; a pre-image offered for --allow-untested, or a proven port, whose
+  post-image is byte for byte the shipped variant's;
+- flagged: ``unknown`` (or a port that needs a person): left for review, the other families
+  still apply;
+- wrong: anything else (a state or a post-image that differs from what ships).
+
+CLI: ``python -m patcher.maintainer.leave_out vllm 0.32.0 0.33.0 0.34.0`` prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from .. import engines, manifest, plan
+from ..plan import Files, State
+from . import manifest_edit, port, wheels
+
+
+@dataclass
+class Row:
+    family: str
+    shipped: str  # what ships for the release: "patch E5", "upstream", "refused"
+    judged: str  # what the cut patch set says of its files
+    ported: str  # port's outcome on the cut patch set
+    verdict: str  # "right" | "flagged" | "wrong"
+    why: str = ""
+
+
+def _starts_at_or_after(spec: str, version: Version) -> bool:
+    """The range holds no release before ``version``: known only from ``version`` on."""
+    lows = [Version(s.version) for s in SpecifierSet(spec) if s.operator in (">=", "==", "===", ">")]
+    return bool(lows) and max(lows) >= version
+
+
+def cut(root: Path, engine: str, version: str, dest: Path) -> Path:
+    """A copy of ``root`` (a patches/ folder) holding only what was known before ``version``."""
+    v = Version(version)
+    shutil.copytree(root / engine, dest / engine)
+    releases = dest / engine / "releases.txt"
+    releases.write_text("".join(ln for ln in releases.read_text().splitlines(keepends=True)
+                                if ln.startswith("#") or not ln.strip() or Version(ln.strip()) < v))
+    for toml in sorted((dest / engine).glob("*/patch.toml")):
+        parts = manifest_edit.blocks(toml.read_text())
+        gone = {str(b.field("id")) for b in parts[1:] if b.kind == "variant"
+                and _starts_at_or_after(b.field("versions"), v)}
+        kept = [b for b in parts if not (b.kind in ("variant", "upstream", "refused")
+                                         and _starts_at_or_after(b.field("versions"), v))]
+        for b in kept:
+            when = b.field("when") if b.kind == "probe" else None
+            if isinstance(when, list) and gone & set(when):
+                manifest_edit._set_when(b, [w for w in when if w not in gone])
+        text = "".join("".join(b.lines) for b in kept)
+        for vid in gone:  # a sample naming a variant nobody knew yet
+            text = text.replace(f'"{vid}", ', "").replace(f', "{vid}"', "").replace(f'"{vid}"', "")
+        toml.write_text(text)
+    return dest
+
+
+def _post_image(family: manifest.Family, variant: str, files: Files) -> dict[str, bytes] | None:
+    try:
+        st = plan.Status(family, State.PENDING, "", variant)
+        return plan.compose([st], files)
+    except Exception:  # noqa: BLE001 - a variant that does not fit has no post-image to compare
+        return None
+
+
+def _shipped(st: plan.Status) -> str:
+    return f"patch {st.variant}" if st.state is State.PENDING else st.state.value
+
+
+def judge(engine: str, version: str, root: Path = manifest.PATCHES, run_port: bool = True) -> list[Row]:
+    tree = wheels.tree(engine, version)
+    install = engines.find(engine, site=tree)
+    files = Files(install)
+    shipped = {st.family.name: st for st in plan.assess(install, manifest.load_all(root, (engine,)), {})}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="kimi-leave-out-") as tmp:
+        cut_root = cut(root, engine, version, Path(tmp) / "patches")
+        fams = manifest.load_all(cut_root, (engine,))
+        outcomes = {o.family: o for o in port.run(port.Request(engine, version, root=cut_root, probes=False))} \
+            if run_port else {}
+        for fam, st in zip(fams, plan.assess(install, fams, {})):
+            want = shipped[fam.name]
+            o = outcomes.get(fam.id)
+            rows.append(_row(fam, st, want, o, files, shipped_family=want.family))
+    return rows
+
+
+def _row(fam: manifest.Family, st: plan.Status, want: plan.Status, o: port.Outcome | None, files: Files,
+         shipped_family: manifest.Family) -> Row:
+    shipped, judged = _shipped(want), st.state.value + (f" ({st.variant} offered)" if st.files else "")
+    ported = "not run" if o is None else o.state + (f" {o.variant}" if o.variant else "")
+    wanted_image = _post_image(shipped_family, want.variant, files) if want.state is State.PENDING else None
+
+    def same_effect(image: dict[str, bytes] | None) -> bool:
+        return image is not None and image == wanted_image
+
+    if st.state is want.state and st.state in (State.UPSTREAM, State.REFUSED):
+        verdict, why = "right", ""
+    elif st.state is State.UNKNOWN and st.files and want.state is State.PENDING:
+        ok = same_effect(_post_image(fam, st.variant or "", files))
+        verdict, why = ("right", "") if ok else ("wrong", f"{st.variant}'s post-image differs from {want.variant}'s")
+    elif st.state is State.UNKNOWN:
+        verdict, why = "flagged", st.detail
+    else:
+        verdict, why = "wrong", f"judged {st.state.value}: {st.detail}"
+    if o is not None and verdict != "wrong":
+        if o.state == "proven":
+            image = {rel: text.encode() for rel, text in o.files.items()}
+            if want.state is not State.PENDING or not same_effect(image):
+                verdict, why = "wrong", f"port's {o.variant} differs from what ships ({shipped})"
+            else:  # a person would review and commit exactly what ships
+                verdict, why = "right", f"port's {o.variant} has the shipped {want.variant}'s post-image"
+        elif o.state == "held" and want.state is State.PENDING and not o.variant:
+            verdict, why = "wrong", f"port says held ({o.detail}), {shipped} ships"
+        elif o.state == "flagged" and verdict == "right" and want.state is not State.UPSTREAM:
+            verdict, why = "flagged", o.detail
+    return Row(fam.name, shipped, judged, ported, verdict, why)
+
+
+def table(engine: str, versions: list[str], root: Path = manifest.PATCHES, run_port: bool = True) -> str:
+    lines = ["| release | family | ships | judged with the release left out | port | verdict |",
+             "|---|---|---|---|---|---|"]
+    for version in versions:
+        for r in judge(engine, version, root, run_port):
+            lines.append(f"| {engine} {version} | {r.family} | {r.shipped} | {r.judged} | {r.ported} | {r.verdict} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m patcher.maintainer.leave_out", description=__doc__.split("\n")[0])
+    ap.add_argument("engine", choices=manifest.ENGINES)
+    ap.add_argument("versions", nargs="+")
+    ap.add_argument("--no-port", action="store_true", help="judge only; skip port")
+    args = ap.parse_args(argv)
+    print(table(args.engine, args.versions, run_port=not args.no_port))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

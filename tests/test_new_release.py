@@ -1,0 +1,96 @@
+"""A release nobody wrote a variant for (issue 31), on the real wheels.
+
+- Every covered release is placed by content in its declared entry and in no other: no second
+  upstream or refused entry's evidence holds there (two entries matching one release is a
+  manifest error, never a first-match win).
+- Leave the newest out: the patch set cut back to what was known before each of the last three
+  releases of each engine, with no human edit, judges and ports them as what ships, or flags a
+  family for review (patcher/maintainer/leave_out.py); never wrong.
+- vLLM 0.34.0 judged with what was known before it: the family nobody can place is left as it is
+  and every other one applies; its hint's --skip gives exit 0.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from patcher import actions, engines, manifest, matrix, plan
+from patcher.maintainer import leave_out, wheels
+from patcher.maintainer.port_proof import scratch_site
+from patcher.plan import State
+from tests.support.tiers import release_param
+
+RELEASES = [(e, v) for e in manifest.ENGINES for v in matrix.releases(e)]
+NEWEST = [(e, v) for e in manifest.ENGINES for v in matrix.releases(e)[-3:]]
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("engine", manifest.ENGINES)
+def test_content_places_each_release_in_its_own_entry_only(engine):
+    fams = manifest.load_all(manifest.PATCHES, (engine,))
+    wrong = []
+    for version in matrix.releases(engine):
+        files = plan.Files(engines.find(engine, site=wheels.tree(engine, version)))
+        for fam in fams:
+            declared = fam.classify(files.install.version)
+            others = [e for e in plan.matching(fam, files) if e is not declared and not isinstance(e, manifest.Variant)]
+            wrong += [f"{engine} {version} {fam.name}: declared {declared.versions}, and the evidence of "
+                      f"'{e.versions}' holds too" for e in others]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.full
+@pytest.mark.wheels
+@pytest.mark.parametrize("engine, version", NEWEST, ids=[f"{e}-{v}" for e, v in NEWEST])
+def test_leaving_the_newest_out_is_never_wrong(engine, version):
+    rows = leave_out.judge(engine, version)
+    assert {r.family for r in rows} == {f.name for f in manifest.load_all(manifest.PATCHES, (engine,))}
+    wrong = [f"{r.family}: ships {r.shipped}, judged {r.judged}, port {r.ported}: {r.why}"
+             for r in rows if r.verdict == "wrong"]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_cut_drops_what_was_known_only_from_the_release_on(tmp_path):
+    root = leave_out.cut(manifest.PATCHES, "vllm", "0.34.0", tmp_path / "patches")
+    fams = {f.name: f for f in manifest.load_all(root, ("vllm",))}
+    assert matrix.releases("vllm", root)[-1] == "0.33.0"
+    assert [str(u.versions) for u in fams["mla-aux-capture"].upstream] == ["<0.20.0,>=0.18.0", "<0.34.0,>=0.20.0"]
+    root = leave_out.cut(manifest.PATCHES, "vllm", "0.27.0", tmp_path / "p27")
+    fams = {f.name: f for f in manifest.load_all(root, ("vllm",))}  # D9 gone, and from the probes' `when`
+    assert "D9" not in {v.id for v in fams["sm120-allreduce-fusion"].variants}
+    assert all("D9" not in p.when for p in fams["sm120-allreduce-fusion"].probes)
+
+
+@pytest.mark.wheels
+def test_an_unknown_family_on_a_new_release_never_blocks_the_others(tmp_path):
+    """vLLM 0.34.0 with the patch set as it was before it: mla-aux-capture's evidence names a file
+    0.34.0 removed, so nothing places it; E5 and D9 still apply (--allow-untested), the note says
+    which family was left, and the hint's --skip gives exit 0."""
+    tree = wheels.tree("vllm", "0.34.0")
+    install = engines.find("vllm", site=tree)
+    root = leave_out.cut(manifest.PATCHES, "vllm", "0.34.0", tmp_path / "patches")
+    rels = {fp.path for f in manifest.load_all(root, ("vllm",)) for v in f.variants for fp in f.patches[v.id]}
+    rels |= {r for f in manifest.load_all(root, ("vllm",)) for r in plan.evidence_paths(plan.Files(install), f)}
+    site = scratch_site(tree, install, {r for r in rels if (tree / r).is_file()}, tmp_path / "site")
+    opts = actions.Options(site=site, probes=False, patches=root, allow_untested=True)
+    r = actions.apply("vllm", opts)
+    states = {s.family.name: s.state for s in r.statuses}
+    assert states["mla-aux-capture"] is State.UNKNOWN
+    assert states["eagle3-config-aux-ids"] is State.APPLIED and states["sm120-allreduce-fusion"] is State.APPLIED
+    assert r.exit_code(False) == 1
+    assert "left as it is (unknown on 0.34.0): vllm/mla-aux-capture; the other families were applied" in r.notes[-1]
+    (mla,) = [s for s in r.statuses if s.family.name == "mla-aux-capture"]
+    assert mla.hint.startswith(f"'patcher apply --skip mla-aux-capture --site {site}' applies the others and exits 0")
+    r = actions.apply("vllm", actions.Options(site=site, probes=False, patches=root, allow_untested=True,
+                                              skip=("mla-aux-capture",)))
+    assert r.exit_code(False) == 0 and r.changed == []  # already applied; nothing left that blocks
+    shutil.rmtree(site)
+
+
+@pytest.mark.parametrize("engine, version", [release_param("vllm", "0.34.0")])
+def test_vllm_0_34_0_is_a_covered_release(engine, version):
+    """0.34.0 is in the matrix: no flag is needed to apply what it needs (VERSIONS.md has its row)."""
+    assert version in matrix.releases(engine)
+    assert f"| {version} |" in (matrix.ROOT / "VERSIONS.md").read_text()
