@@ -272,7 +272,8 @@ def _evidence(where: str, items: list[Any]) -> tuple[Evidence, ...]:
                 raise ManifestError(f"{f.where}: field 'contains' holds {item!r}",
                                     wanted="a string, or a list of alternative spellings")
             contains.append(spellings)
-        ev = Evidence(files, tuple(contains), f.strings("lacks", []), f.get("defines", str, ""), f.get("under", str, ""))
+        ev = Evidence(files, tuple(contains), f.strings("lacks", []), f.get("defines", str, ""),
+                      f.get("under", str, ""))
         f.done()
         if not all(isinstance(x, str) and plain_rel(x) for x in files):
             raise ManifestError(f"{f.where}: field 'file' = {files!r}", wanted="relative paths under site-packages")

@@ -89,6 +89,7 @@ def summary(reports: list[Report]) -> str:
     states = [s.state.value for r in reports for s in r.statuses]
     counts = ", ".join(f"{states.count(v)} {v}" for v in ("applied", "upstream") if v in states)
     probes = [p["status"] for r in reports for s in r.statuses for p in s.probes]
-    proved = ", ".join(f"{probes.count(v)} {v}" for v in ("passed", "not importable", "not in release") if v in probes) or "not run"
+    outcomes = ("passed", "not importable", "not in release")
+    proved = ", ".join(f"{probes.count(v)} {v}" for v in outcomes if v in probes) or "not run"
     families = f"{len(states)} famil{'y' if len(states) == 1 else 'ies'}"
     return f"exit 0: {families} in the wanted state ({counts}); probes: {proved}"
