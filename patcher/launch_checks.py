@@ -23,6 +23,12 @@ def env_findings(variables: dict[str, launch_facts.EnvVar], env: dict[str, str],
     for name, var in variables.items():
         code = f"env.{name}"
         given = "in the command" if name in cmd.env else "in the environment"
+        if var.only is not None:  # the one value start-up accepts; launch.runner says what any other does
+            if name not in env:
+                out.append(ok(code, f"{name} is not set: the release has one model runner and start-up checks it"))
+            elif env[name] == var.only:
+                out.append(ok(code, f"{name}={env[name]} ({given}): redundant, the release has one model runner"))
+            continue
         if not var.read:
             if name in env:
                 out.append(hint(code, f"{name}={env[name]} is set {given}, but this release does not read it",
@@ -95,7 +101,13 @@ def runner_findings(release: Release, env: dict[str, str], variables: dict[str, 
     assert release.version is not None
     runner = launch_facts.vllm_runner(release.version, env, variables.get(launch_facts.V2_RUNNER_ENV),
                                       target.architectures if target is not None else None,
-                                      eagle3_pp=cmd.drafter is not None and (cmd.pp or 1) > 1)
+                                      eagle3_pp=cmd.drafter is not None and (cmd.pp or 1) > 1,
+                                      runners=launch_facts.vllm_runners(release.version, release.site),
+                                      refuses_v2_env=launch_facts.v2_env_refused(release.site))
+    if runner.name == "refused":
+        return [problem("launch.runner", runner.why, wanted=f"{launch_facts.V2_RUNNER_ENV} unset (or 1)",
+                        found=f"{launch_facts.V2_RUNNER_ENV}={env.get(launch_facts.V2_RUNNER_ENV)}",
+                        hint=f"unset {launch_facts.V2_RUNNER_ENV}")]
     if runner.name == "v2" and cmd.drafter is not None and release.version < launch_facts.V2_RUNNER_EAGLE3_SINCE:
         return [problem("launch.runner",
                         f"the v2 model runner ({runner.why}) hands an EAGLE-3 drafter no aux hidden states on "

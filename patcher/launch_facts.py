@@ -104,6 +104,7 @@ class EnvVar:
     name: str
     read: bool  # whether this release reads it at all
     default: str | None  # as written in envs.py (os.getenv's second argument)
+    only: str | None = None  # start-up refuses every other value (VLLM_USE_V2_MODEL_RUNNER on 0.34.0: "1")
 
 
 def env_vars(engine: str, site: Path | None) -> dict[str, EnvVar]:
@@ -113,7 +114,10 @@ def env_vars(engine: str, site: Path | None) -> dict[str, EnvVar]:
     path, style = engine_specs.spec(engine).env_declarations
     declared = {"getenv": _getenv_defaults, "environ": _environ_defaults}[style](site / path)
     names = {"vllm": VLLM_ENV, "sglang": SGLANG_ENV}.get(engine, ())
-    return {name: EnvVar(name, name in declared, declared.get(name)) for name in names}
+    out = {name: EnvVar(name, name in declared, declared.get(name)) for name in names}
+    if engine == "vllm" and V2_RUNNER_ENV not in declared and v2_env_refused(site):
+        out[V2_RUNNER_ENV] = EnvVar(V2_RUNNER_ENV, True, None, only="1")  # read by the platform's start-up check
+    return out
 
 
 def _parse(path: Path) -> ast.Module | None:
@@ -183,11 +187,55 @@ class Runner:
     why: str
 
 
+# Which runners a release ships is read from its files: 0.34.0 removed the v1 runner (and
+# VLLM_USE_V2_MODEL_RUNNER from envs.py). The versions below only stand in for a release whose
+# files are not at hand (drafter check --engine-version).
+V1_RUNNER_FILE = "vllm/v1/worker/gpu_model_runner.py"
+V2_RUNNER_FILE = "vllm/v1/worker/gpu/model_runner.py"
+V2_RUNNER_SINCE = Version("0.12.0")
+V1_RUNNER_REMOVED = Version("0.34.0")
+PLATFORM_FILE = "vllm/platforms/interface.py"
+
+
+def vllm_runners(version: Version, site: Path | None) -> tuple[str, ...]:
+    """The model runners the release ships ("v1", "v2"): its runner files, else its version."""
+    if site is not None and (site / "vllm").is_dir():
+        return tuple(name for name, rel in (("v1", V1_RUNNER_FILE), ("v2", V2_RUNNER_FILE)) if (site / rel).is_file())
+    return tuple(name for name, has in (("v1", version < V1_RUNNER_REMOVED), ("v2", version >= V2_RUNNER_SINCE))
+                 if has)
+
+
+def v2_env_refused(site: Path | None) -> bool:
+    """Whether start-up refuses VLLM_USE_V2_MODEL_RUNNER set to anything but "1" (0.34.0:
+    ``if env == "VLLM_USE_V2_MODEL_RUNNER": if value != "1": raise``), read from the syntax tree."""
+    tree = _parse(site / PLATFORM_FILE) if site is not None else None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.If) and _compares_to(node.test, V2_RUNNER_ENV, ast.Eq):
+            for inner in (n for stmt in node.body for n in ast.walk(stmt)):
+                if isinstance(inner, ast.If) and _compares_to(inner.test, "1", ast.NotEq) \
+                        and any(isinstance(n, ast.Raise) for stmt in inner.body for n in ast.walk(stmt)):
+                    return True
+    return False
+
+
+def _compares_to(test: ast.expr, value: str, op: type) -> bool:
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], op)
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == value)
+
+
 def vllm_runner(version: Version, env: dict[str, str], env_var: EnvVar | None,
-                target_architectures: tuple[str, ...] | None, eagle3_pp: bool = False) -> Runner:
-    """The runner the launch uses; "unknown" when it hangs on a target doctor cannot place."""
-    if env_var is None or not env_var.read:
-        return Runner("v1", f"vllm {version} has only the v1 model runner ({V2_RUNNER_ENV} is not read)")
+                target_architectures: tuple[str, ...] | None, eagle3_pp: bool = False,
+                runners: tuple[str, ...] = ("v1", "v2"), refuses_v2_env: bool = False) -> Runner:
+    """The runner the launch uses; "unknown" when it hangs on a target doctor cannot place;
+    "refused" when the server does not start with this environment."""
+    if "v1" not in runners:
+        value = env.get(V2_RUNNER_ENV)
+        if value is not None and value != "1" and refuses_v2_env:
+            return Runner("refused", f"{V2_RUNNER_ENV}={value}: vllm {version} refuses it at start-up (its v1 model "
+                                     "runner is removed) and the server does not start")
+        return Runner("v2", f"vllm {version} ships only the v2 model runner ({V1_RUNNER_FILE} is gone)")
+    if "v2" not in runners or env_var is None or not env_var.read:
+        return Runner("v1", f"vllm {version} ships only the v1 model runner ({V2_RUNNER_FILE} is absent)")
     if V2_RUNNER_ENV in env:
         value = env[V2_RUNNER_ENV]
         return Runner("v2" if env_true(value) else "v1", f"{V2_RUNNER_ENV}={value}")

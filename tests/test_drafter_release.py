@@ -436,15 +436,18 @@ def test_vllm_runner_id_readers_match_every_release() -> None:
     assert len(trees) > 10
     for version, tree in trees:
         release = from_version("vllm", version)
-        v1 = (tree / "vllm/v1/worker/gpu_model_runner.py").read_text()
+        v1_file = tree / "vllm/v1/worker/gpu_model_runner.py"  # removed in 0.34.0
+        v1 = v1_file.read_text() if v1_file.is_file() else ""
+        assert (facts.V1 in facts.vllm_runners(release)) == v1_file.is_file(), version
         v2_dir = tree / "vllm/v1/worker/gpu"
         assert (facts.V2 in facts.vllm_runners(release)) == v2_dir.is_dir(), version
         utils = v2_dir / "spec_decode/eagle/eagle3_utils.py"
         v2_aux = utils.is_file() and "eagle_aux_hidden_state_layer_ids" in utils.read_text()
         assert (version >= facts.VLLM_V2_AUX_SINCE) == v2_aux, version
         v1_reads = 'eagle_config.get("eagle_aux_hidden_state_layer_ids")' in v1
-        taken = facts.ids_taken(release, facts.V1, None, [4, 30, 56])
-        assert (taken.source == "eagle_config") == v1_reads, version
+        if v1_file.is_file():
+            taken = facts.ids_taken(release, facts.V1, None, [4, 30, 56])
+            assert (taken.source == "eagle_config") == v1_reads, version
         if v2_aux:  # v2 never reads the eagle_config copy of the ids
             assert 'get("eagle_aux_hidden_state_layer_ids")' not in utils.read_text(), version
             assert facts.ids_taken(release, facts.V2, None, [4, 30, 56]).source == "default", version
@@ -454,7 +457,9 @@ def test_vllm_default_runner_for_kimi_matches_every_release() -> None:
     for version, tree in _trees("vllm"):
         config = tree / "vllm/config/vllm.py"
         text = config.read_text() if config.is_file() else ""
-        if "def use_v2_model_runner" not in text:
+        if not (tree / "vllm/v1/worker/gpu_model_runner.py").is_file():
+            v2_default = True  # the only runner the release ships (0.34.0)
+        elif "def use_v2_model_runner" not in text:
             v2_default = False  # no property: v2 only by VLLM_USE_V2_MODEL_RUNNER=1
         else:
             body = text.split("def use_v2_model_runner", 1)[1].split("\n    def ", 1)[0]

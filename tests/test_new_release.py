@@ -94,3 +94,27 @@ def test_vllm_0_34_0_is_a_covered_release(engine, version):
     """0.34.0 is in the matrix: no flag is needed to apply what it needs (VERSIONS.md has its row)."""
     assert version in matrix.releases(engine)
     assert f"| {version} |" in (matrix.ROOT / "VERSIONS.md").read_text()
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("version, runners, refused", [
+    ("0.11.0", ("v1",), False), ("0.12.0", ("v1", "v2"), False), ("0.33.0", ("v1", "v2"), False),
+    ("0.34.0", ("v2",), True)])
+def test_which_runners_a_release_ships_is_read_from_its_files(version, runners, refused):
+    """Not a version threshold: 0.34.0 removed the v1 runner and refuses VLLM_USE_V2_MODEL_RUNNER=0
+    at start-up (platforms/interface.py), with no entry for the variable in envs.py."""
+    from packaging.version import Version
+
+    from patcher import launch_facts
+
+    site = wheels.tree("vllm", version)
+    assert launch_facts.vllm_runners(Version(version), site) == runners
+    assert launch_facts.v2_env_refused(site) is refused
+    var = launch_facts.env_vars("vllm", site)[launch_facts.V2_RUNNER_ENV]
+    assert (var.only == "1") is refused
+    got = launch_facts.vllm_runner(Version(version), {launch_facts.V2_RUNNER_ENV: "0"}, var, ("DeepseekV3ForCausalLM",),
+                                   runners=runners, refuses_v2_env=refused)
+    assert got.name == ("refused" if refused else "v1")
+    unset = launch_facts.vllm_runner(Version(version), {}, var, ("DeepseekV3ForCausalLM",), runners=runners,
+                                     refuses_v2_env=refused)
+    assert unset.name == {"0.11.0": "v1", "0.12.0": "v1", "0.33.0": "v2", "0.34.0": "v2"}[version]

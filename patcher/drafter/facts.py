@@ -219,9 +219,10 @@ def _fixed(release: Release, family: str) -> bool | None:
 
 
 def vllm_runners(release: Release) -> tuple[str, ...]:
-    if since(release, V2_RUNNER):
-        return (V1, V2)
-    return (V1,)
+    """The runners the release ships, read from its files when it is installed (launch_facts)."""
+    if release.version is None:
+        return (V1,)
+    return launch_facts.vllm_runners(release.version, release.site)
 
 
 # The targets whose model carries the DeepSeek MLA decoder (and its aux capture, or not).
@@ -234,7 +235,7 @@ def vllm_default_runner(release: Release, target_arch: str | None) -> str:
     if release.version is None:
         return V1
     runner = launch_facts.vllm_runner(release.version, {}, launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, True, None),
-                                      (target_arch,) if target_arch else None)
+                                      (target_arch,) if target_arch else None, runners=vllm_runners(release))
     return V2 if runner.name == "v2" else V1
 
 

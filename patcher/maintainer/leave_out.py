@@ -106,7 +106,7 @@ def _row(fam: manifest.Family, st: plan.Status, want: plan.Status, o: port.Outco
          shipped_family: manifest.Family) -> Row:
     shipped, judged = _shipped(want), st.state.value + (f" ({st.variant} offered)" if st.files else "")
     ported = "not run" if o is None else o.state + (f" {o.variant}" if o.variant else "")
-    wanted_image = _post_image(shipped_family, want.variant, files) if want.state is State.PENDING else None
+    wanted_image = _post_image(shipped_family, want.variant or "", files) if want.state is State.PENDING else None
 
     def same_effect(image: dict[str, bytes] | None) -> bool:
         return image is not None and image == wanted_image
