@@ -118,3 +118,21 @@ def test_which_runners_a_release_ships_is_read_from_its_files(version, runners, 
     unset = launch_facts.vllm_runner(Version(version), {}, var, ("DeepseekV3ForCausalLM",), runners=runners,
                                      refuses_v2_env=refused)
     assert unset.name == {"0.11.0": "v1", "0.12.0": "v1", "0.33.0": "v2", "0.34.0": "v2"}[version]
+
+
+@pytest.mark.wheels
+def test_an_unknown_capture_family_is_never_read_as_captures_nothing(tmp_path):
+    """vLLM 0.34.0 judged with the patch set as it was before it: mla-aux-capture is unknown there
+    (its evidence names a removed file). The drafter check must not turn that into "the target
+    captures nothing" (a false no-go): what it captures is not known. With what ships for 0.34.0
+    the family is upstream and the target captures the drafter's ids on the v2 runner after apply."""
+    from patcher.drafter import facts, release as drafter_release
+
+    install = engines.find("vllm", site=wheels.tree("vllm", "0.34.0"))
+    root = leave_out.cut(manifest.PATCHES, "vllm", "0.34.0", tmp_path / "patches")
+    cut = drafter_release.from_install(install, patches=root)
+    assert cut.state("mla-aux-capture") is State.UNKNOWN
+    assert facts.capture(cut, facts.V2, None, [1, 29, 57], "DeepseekV3ForCausalLM", 61) is None
+    shipped = facts.after_apply(drafter_release.from_install(install))
+    cap = facts.capture(shipped, facts.V2, None, [1, 29, 57], "DeepseekV3ForCausalLM", 61)
+    assert cap is not None and not cap.nothing and cap.eager == [1, 29, 57]

@@ -294,7 +294,12 @@ class Capture:
 
 def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list[int] | None,
             target_arch: str | None, n: int | None) -> Capture | None:
-    """None: not known (no release, or the default without the target's layer count)."""
+    """None: not known (no release, the default without the target's layer count, or the capture
+    family ``unknown`` on this release: nothing places it, so nothing is said of what it captures)."""
+    family, targets = ((MLA_CAPTURE_FAMILY, MLA_TARGETS) if release.name == "vllm" else
+                       (K25_CAPTURE_FAMILY, (K25_TARGET,)))
+    if target_arch in targets and release.state(family) is State.UNKNOWN:
+        return None
     if release.name == "vllm":
         if target_arch in MLA_TARGETS and _fixed(release, MLA_CAPTURE_FAMILY) is False:
             return Capture([], [], f"its DeepSeek/Kimi model has no EAGLE-3 aux capture "
