@@ -454,8 +454,12 @@ def test_abbreviated_flags_are_usage_errors(argv, flag):
 
 def test_port_without_the_port_extra_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "merge3", None)  # what 'import merge3' finds without the extra
+    import patcher.maintainer
+
     for mod in ("patcher.maintainer.port_cli", "patcher.maintainer.port", "patcher.maintainer.merge"):
         monkeypatch.delitem(sys.modules, mod, raising=False)
+        # `from . import merge` takes the package's attribute first: another test may have imported it
+        monkeypatch.delattr(patcher.maintainer, mod.rsplit(".", 1)[1], raising=False)
     code, out, err = cli("port", "--engine", "sglang", "--to", "0.5.99")
     assert code == 2 and out == "" and err.splitlines() == [
         "error: patcher port needs the 'port' extra", "  wanted: the merge3 library",
