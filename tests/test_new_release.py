@@ -126,7 +126,8 @@ def test_an_unknown_capture_family_is_never_read_as_captures_nothing(tmp_path):
     (its evidence names a removed file). The drafter check must not turn that into "the target
     captures nothing" (a false no-go): what it captures is not known. With what ships for 0.34.0
     the family is upstream and the target captures the drafter's ids on the v2 runner after apply."""
-    from patcher.drafter import facts, release as drafter_release
+    from patcher.drafter import facts
+    from patcher.drafter import release as drafter_release
 
     install = engines.find("vllm", site=wheels.tree("vllm", "0.34.0"))
     root = leave_out.cut(manifest.PATCHES, "vllm", "0.34.0", tmp_path / "patches")

@@ -1,0 +1,141 @@
+"""The GPU benchmark's CPU-side parts (benchmarks/gpu_accept_parts.py; issue 33): the drafter
+layouts are the training tools' own, the check predicts what the table shows, the table is right.
+Nothing here needs a GPU; the benchmark itself (benchmarks/gpu_accept.py) never runs in CI."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from patcher.__main__ import main
+from tests.support import real_drafters
+from tests.support.real_drafters import write_header_only
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("gpu_accept_parts", ROOT / "benchmarks" / "gpu_accept_parts.py")
+parts = importlib.util.module_from_spec(_spec)
+sys.modules["gpu_accept_parts"] = parts
+_spec.loader.exec_module(parts)
+
+H = parts.HIDDEN
+SHAPES = {"fc.weight": (H, 3 * H), "lm_head.weight": (parts.VOCAB, H), "norm.weight": (H,),
+          "embed_tokens.weight": (parts.VOCAB, H), "layer.self_attn.q_proj.weight": (256, 2 * H),
+          "layer.self_attn.k_proj.weight": (128, 2 * H), "layer.self_attn.v_proj.weight": (128, 2 * H),
+          "layer.self_attn.o_proj.weight": (H, 256), "layer.mlp.gate_proj.weight": (512, H),
+          "layer.mlp.up_proj.weight": (512, H), "layer.mlp.down_proj.weight": (H, 512),
+          "layer.input_layernorm.weight": (H,), "layer.hidden_norm.weight": (H,),
+          "layer.post_attention_layernorm.weight": (H,)}
+
+
+def _drafter(root: Path, layout: str) -> Path:
+    """The benchmark's drafter as it saves it (same names, same config), header-only."""
+    folder = root / f"drafter-{layout}"
+    folder.mkdir(parents=True)
+    names = parts.layout_names(layout, list(SHAPES))
+    shapes = {names[n]: (shape, "BF16") for n, shape in SHAPES.items() if n in names}
+    write_header_only(folder / "model.safetensors", {**shapes, "d2t": ((parts.VOCAB,), "I64"),
+                                                     "t2d": ((parts.VOCAB,), "BOOL")})
+    (folder / "config.json").write_text(json.dumps(parts.LAYOUTS[layout](parts.TRAINED_IDS)))
+    return folder
+
+
+def test_the_layouts_state_the_ids_where_each_tool_does():
+    assert parts.ids_stated(parts.specforge_config([3, 6, 7])) == (None, [3, 6, 7])
+    assert parts.ids_stated(parts.speculators_config([3, 6, 7])) == ([3, 6, 7], None)
+    assert set(parts.TRAINED_IDS).isdisjoint({2, parts.LAYERS // 2, parts.LAYERS - 3})  # not vLLM's default
+    assert parts.TRAINED_IDS[0] != 1  # a list from 1 reads as SpecForge's output-of-layer numbering
+
+
+def test_the_layouts_have_the_tools_own_fields(tmp_path):
+    """Every top-level field speculators 0.9.0 writes, and SpecForge's draft-config fields, as the
+    real-tool fixtures (tests/support/real_drafters.py, checked against the tools' packages) have them."""
+    ours = parts.speculators_config(parts.TRAINED_IDS)
+    theirs = json.loads((real_drafters.speculators_kimi(tmp_path) / "config.json").read_text())
+    assert set(ours) == set(theirs)
+    assert set(ours["speculators_config"]) == set(theirs["speculators_config"])
+    assert {k: ours[k] for k in ("norm_before_fc", "fc_norm", "norm_output")} == dict.fromkeys(
+        ("norm_before_fc", "fc_norm", "norm_output"), False)  # a plain EAGLE-3 drafter says so
+    spec = parts.specforge_config(parts.TRAINED_IDS)
+    assert spec["architectures"] == real_drafters.SPECFORGE_KIMI_K2["architectures"]
+    assert set(spec["eagle_config"]) == set(real_drafters.SPECFORGE_KIMI_K2["eagle_config"])
+
+
+def test_layout_weight_names():
+    names = parts.layout_names("specforge", list(SHAPES))
+    assert names["layer.self_attn.q_proj.weight"] == "midlayer.self_attn.q_proj.weight"
+    assert "embed_tokens.weight" not in names  # SpecForge drops it; the engine shares the target's
+    names = parts.layout_names("speculators", list(SHAPES))
+    assert names["layer.mlp.up_proj.weight"] == "layers.0.mlp.up_proj.weight"
+    assert names["embed_tokens.weight"] == "embed_tokens.weight"
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("layout, runner, published, patched", [
+    ("specforge", "v2", [2, 4, 5], [3, 6, 7]),  # the v2 runner drops eagle_config ids: the default
+    ("specforge", "v1", [3, 6, 7], [3, 6, 7]),  # 0.22.1's v1 runner reads them
+    ("speculators", "v2", [3, 6, 7], [3, 6, 7]),  # top-level ids: every runner
+])
+def test_the_check_predicts_what_the_benchmark_rows_compare(tmp_path, layout, runner, published, patched):
+    """The prediction column of the table (what `drafter check` says vLLM 0.22.1 captures) for the
+    benchmark's own drafters: the first test of the CPU verdicts against the GPU is only as good as
+    this prediction, so it is pinned here, before and after 'patcher apply'."""
+    import shutil
+
+    from patcher.maintainer import wheels
+
+    site = tmp_path / "site"  # the whole release: the check reads its model registry and runners too
+    shutil.copytree(wheels.tree("vllm", "0.22.1"), site)
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps(parts.TARGET))
+    drafter = _drafter(tmp_path, layout)
+    import io
+
+    def predicted() -> list[int] | None:
+        out = io.StringIO()
+        main(["drafter", "check", str(drafter), "--site", str(site), "--target", str(target), "--json"], out=out)
+        return parts.predicted_capture(json.loads(out.getvalue()), runner)
+
+    assert predicted() == published
+    assert main(["apply", "--engine", "vllm", "--site", str(site), "--no-probes"], out=io.StringIO()) == 0
+    assert predicted() == patched
+
+
+def test_aux_ids_are_read_from_either_log_line():
+    assert parts.aux_from_log("x [gpu_model_runner.py:5217] Using auxiliary layers from speculative config: "
+                              "(3, 6, 7)\n") == ([3, 6, 7], "speculative config")
+    assert parts.aux_from_log("Using Eagle3 auxiliary layers from model: (2, 4, 5)") == ([2, 4, 5], "model")
+    assert parts.aux_from_log("nothing") is None
+
+
+def test_counters_and_diversity():
+    c = parts.spec_counters([("vllm:spec_decode_num_drafts", 10), ("vllm:spec_decode_num_accepted_tokens", 12),
+                             ("vllm:spec_decode_num_accepted_tokens_per_pos", [8, 3, 1]),
+                             ("vllm:spec_decode_num_accepted_tokens_per_pos", [1, 0, 0]), ("other", 5)])
+    assert (c["drafts"], c["accepted"], c["per_pos"]) == (10, 12, [9, 3, 1])
+    assert parts.diversity([[1, 2, 1, 2], [3]]) == (3, 2)
+
+
+def test_the_table_compares_each_row_with_the_layout_the_published_engine_honours():
+    row = lambda layout, state, aux, acc: parts.Row("0.22.1", layout, "v2", "eager", state, aux, "model",  # noqa: E731
+                                                    aux, 100, acc, [acc, 0, 0], 40, 90)
+    rows = [row("specforge", "pristine", [2, 4, 5], 20), row("speculators", "pristine", [3, 6, 7], 150),
+            row("specforge", "patched", [3, 6, 7], 148)]
+    assert parts.reference(rows, rows[0]) is rows[1] and parts.reference(rows, rows[2]) is rows[1]
+    text = parts.table(rows).splitlines()
+    assert len(text) == 5 and text[1].count("---") == text[0].count("|") - 1
+    assert "| 1.200 | 0.200, 0.000, 0.000 | 0.480 |" in text[2]  # 1.2 / 2.5
+    assert "| 2.480 | 1.480, 0.000, 0.000 | 0.992 |" in text[4]
+
+
+def test_the_corpus_is_text_the_standard_library_ships():
+    train, held = parts.corpus()
+    assert len(train) > 1000 and len(held) > 100
+    vocab = parts.vocabulary(train)
+    assert len(vocab) == parts.VOCAB == len(set(vocab)) and vocab[:4] == parts.SPECIALS
+    index = {w: i for i, w in enumerate(vocab)}
+    assert parts.encode("Return the value.", index) == [index["return"], index["the"], index["value"], index["."]]
