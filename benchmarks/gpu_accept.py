@@ -41,6 +41,7 @@ import gpu_accept_parts as parts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 0
+DEV = os.environ.get("GPU_ACCEPT_DEVICE", "cuda")  # "cpu": a slow dry run of step 1 (tests of the script itself)
 NUM_SPEC = 3
 
 
@@ -75,14 +76,14 @@ def train_target(work: Path, seconds: float) -> dict:
     vocab = parts.vocabulary(train)
     index = {w: i for i, w in enumerate(vocab)}
     config = DeepseekV3Config(**{k: v for k, v in parts.TARGET.items() if k not in ("architectures", "torch_dtype")})
-    model = DeepseekV3ForCausalLM(config).cuda()
-    data = torch.tensor(_chunks([i for t in train for i in [1, *parts.encode(t, index)]], 128), device="cuda")
+    model = DeepseekV3ForCausalLM(config).to(DEV)
+    data = torch.tensor(_chunks([i for t in train for i in [1, *parts.encode(t, index)]], 128), device=DEV)
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.01)
     t0, step, loss = time.perf_counter(), 0, float("nan")
-    gen = torch.Generator(device="cuda").manual_seed(SEED)
+    gen = torch.Generator(device=DEV).manual_seed(SEED)
     while time.perf_counter() - t0 < seconds:
-        batch = data[torch.randint(len(data), (32,), device="cuda", generator=gen)]
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        batch = data[torch.randint(len(data), (32,), device=DEV, generator=gen)]
+        with torch.autocast(DEV, dtype=torch.bfloat16):
             out = model(input_ids=batch, labels=batch)
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
@@ -106,7 +107,7 @@ def greedy(model, prompts, new: int):
 
     seqs = prompts.clone()
     for _ in range(new):
-        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.no_grad(), torch.autocast(DEV, dtype=torch.bfloat16):
             logits = model(input_ids=seqs).logits[:, -1]
         seqs = torch.cat([seqs, logits.argmax(-1, keepdim=True)], 1)
     return seqs
@@ -116,7 +117,7 @@ class _Rms:
     def __init__(self, n, eps=1e-6):
         import torch
 
-        self.weight = torch.nn.Parameter(torch.ones(n, device="cuda"))
+        self.weight = torch.nn.Parameter(torch.ones(n, device=DEV))
         self.eps = eps
 
     def __call__(self, x):
@@ -153,7 +154,7 @@ def make_drafter(embed):
                 self.register_parameter(f"{n}_weight", m.weight)
             self.norms = norms
             self.embed = embed  # the target's, frozen: SpecForge drops the drafter's, vLLM shares the target's
-            inv = 1.0 / (c["rope_theta"] ** (torch.arange(0, hd, 2, device="cuda").float() / hd))
+            inv = 1.0 / (c["rope_theta"] ** (torch.arange(0, hd, 2, device=DEV).float() / hd))
             self.register_buffer("inv_freq", inv, persistent=False)
 
         def rope(self, x, pos):  # x: [B, n, T, hd]; NeoX: rotate the two halves
@@ -183,14 +184,16 @@ def make_drafter(embed):
             at index i reads step s-1's pre-norm state and the token after, at position i + s, and
             attends to step 0's keys up to i and to its own chain's earlier steps at i, as the
             engine's KV cache holds them when it drafts. Returns each step's logits."""
-            b, t = tokens.shape[0], tokens.shape[1] - steps
-            pos = torch.arange(t, device="cuda").expand(b, t)
+            # index i: the target's state F_i with token x_{i+1} at position i (the engine shifts the
+            # tokens by one and keeps the positions); step s reads x_{i+1+s} at i + s, predicts x_{i+2+s}
+            b, t = tokens.shape[0], tokens.shape[1] - steps - 1
+            pos = torch.arange(t, device=DEV).expand(b, t)
             hidden = self.fc(aux[:, :t])
             ks, vs, out = [], [], []
-            causal = torch.ones(t, t, dtype=torch.bool, device="cuda").tril()
-            eye = torch.eye(t, dtype=torch.bool, device="cuda")
+            causal = torch.ones(t, t, dtype=torch.bool, device=DEV).tril()
+            eye = torch.eye(t, dtype=torch.bool, device=DEV)
             for s in range(steps):
-                q, k, v = self.qkv(tokens[:, s:s + t], hidden, pos + s)
+                q, k, v = self.qkv(tokens[:, 1 + s:1 + s + t], hidden, pos + s)
                 ks.append(k.repeat_interleave(heads // kv, 1))
                 vs.append(v.repeat_interleave(heads // kv, 1))
                 mask = torch.cat([causal] + [eye] * s, 1)
@@ -199,7 +202,7 @@ def make_drafter(embed):
                 out.append(logits)
             return out
 
-    return Drafter().cuda()
+    return Drafter().to(DEV)
 
 
 def aux_states(model, seqs):
@@ -207,7 +210,7 @@ def aux_states(model, seqs):
     residual before layer i; HF's hidden_states[i]), concatenated: [B, T, 3H]."""
     import torch
 
-    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+    with torch.no_grad(), torch.autocast(DEV, dtype=torch.bfloat16):
         hs = model(input_ids=seqs, output_hidden_states=True).hidden_states
     return torch.cat([hs[i] for i in parts.TRAINED_IDS], -1).to(torch.bfloat16)
 
@@ -217,12 +220,11 @@ def offline_acceptance(drafter, aux, seqs, start: int) -> tuple[float, list[floa
     in the generated part, the drafts accepted before the first miss (up to NUM_SPEC)."""
     import torch
 
-    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+    with torch.no_grad(), torch.autocast(DEV, dtype=torch.bfloat16):
         logits = drafter.unroll(aux, seqs, NUM_SPEC)
-    t = seqs.shape[1] - NUM_SPEC
-    hits = torch.stack([lg.argmax(-1) == seqs[:, s + 2: s + 2 + t] if s + 2 + t <= seqs.shape[1] else
-                        torch.zeros_like(lg.argmax(-1), dtype=torch.bool) for s, lg in enumerate(logits)], -1)
-    hits = hits[:, start:t - 2]  # positions whose drafts the target's continuation can judge
+    t = seqs.shape[1] - NUM_SPEC - 1
+    hits = torch.stack([lg.argmax(-1) == seqs[:, 2 + s: 2 + s + t] for s, lg in enumerate(logits)], -1)
+    hits = hits[:, start:]  # verified positions whose drafts fall in the target's own continuation
     run = hits.cumprod(-1)
     per_pos = run.float().mean((0, 1)).tolist()
     return 1 + sum(per_pos), per_pos
@@ -234,18 +236,19 @@ def train_drafter(work: Path, info: dict, seconds: float) -> dict:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(SEED)
-    target = AutoModelForCausalLM.from_pretrained(work / "target", torch_dtype=torch.bfloat16).cuda().eval()
+    target = AutoModelForCausalLM.from_pretrained(work / "target", torch_dtype=torch.bfloat16).to(DEV).eval()
     index = {w: i for i, w in enumerate(info["vocab"])}
     gen = torch.Generator().manual_seed(SEED)
 
     def prompts(texts, n):
         ids = [p for p in (parts.encode(t, index)[:16] for t in texts) if len(p) == 16]
         pick = torch.randperm(len(ids), generator=gen)[:n]
-        return torch.tensor([[1, *ids[i]] for i in pick], device="cuda")
+        return torch.tensor([[1, *ids[i]] for i in pick], device=DEV)
 
     t0 = time.perf_counter()
-    train_seqs = torch.cat([greedy(target, p, 48) for p in prompts(info["train"], 2048).split(512)])
-    held_seqs = greedy(target, prompts(info["held"], 256), 48)
+    n, new = info["sizes"]
+    train_seqs = torch.cat([greedy(target, p, new) for p in prompts(info["train"], n).split(512)])
+    held_seqs = greedy(target, prompts(info["held"], max(n // 8, 8)), new)
     log(f"greedy continuations: {len(train_seqs)} + {len(held_seqs)} in {time.perf_counter() - t0:.0f} s; "
         f"held-out unique tokens / bigrams: {parts.diversity(held_seqs[:, 17:].tolist())}")
     train_aux, held_aux = aux_states(target, train_seqs), aux_states(target, held_seqs)
@@ -257,18 +260,18 @@ def train_drafter(work: Path, info: dict, seconds: float) -> dict:
     t0, step = time.perf_counter(), 0
     while time.perf_counter() - t0 < seconds:
         pick = torch.randint(len(train_seqs), (128,), generator=gen)
-        seqs, aux = train_seqs[pick].cuda(), train_aux[pick].cuda()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        seqs, aux = train_seqs[pick].to(DEV), train_aux[pick].to(DEV)
+        with torch.autocast(DEV, dtype=torch.bfloat16):
             logits = drafter.unroll(aux, seqs, NUM_SPEC)
-            t = seqs.shape[1] - NUM_SPEC
+            t = seqs.shape[1] - NUM_SPEC - 1
             loss = sum(0.8 ** s * torch.nn.functional.cross_entropy(
-                lg[:, : t - 2].reshape(-1, parts.VOCAB).float(), seqs[:, s + 2: s + t].reshape(-1))
+                lg.reshape(-1, parts.VOCAB).float(), seqs[:, 2 + s: 2 + s + t].reshape(-1))
                 for s, lg in enumerate(logits))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         step += 1
-    mean, per_pos = offline_acceptance(drafter, held_aux, held_seqs, 16)
+    mean, per_pos = offline_acceptance(drafter, held_aux, held_seqs, 15)  # x_{i+2} past the 17-token prompt
     log(f"drafter: {step} steps in {time.perf_counter() - t0:.0f} s, loss {loss.item():.3f}; offline held-out "
         f"mean accepted length {mean:.3f}, per position {[round(x, 3) for x in per_pos]}")
     weights = {
@@ -290,10 +293,9 @@ def train_drafter(work: Path, info: dict, seconds: float) -> dict:
         tensors = {names[n]: w.detach().to(torch.bfloat16).contiguous().cpu() for n, w in weights.items() if n in names}
         save_file({**tensors, **maps}, folder / "model.safetensors", metadata={"format": "pt"})
         (folder / "config.json").write_text(json.dumps(config(parts.TRAINED_IDS), indent=2))
-    prompts_out = held_seqs[:64, :17].tolist()
     return {"drafter_steps": step, "drafter_loss": round(loss.item(), 3), "offline_mean_len": round(mean, 3),
-            "offline_per_pos": [round(x, 3) for x in per_pos], "serve_prompts": prompts_out,
-            "target_greedy": held_seqs[:64, 17:].tolist()}
+            "offline_per_pos": [round(x, 3) for x in per_pos], "serve_prompts": held_seqs[:64, :17].tolist(),
+            "target_greedy": held_seqs[:64, 17:].tolist(), "max_tokens": new}
 
 
 # --- step 2: serving ----------------------------------------------------------------------------
@@ -320,7 +322,7 @@ def serve(args) -> int:
               enforce_eager=eager, compilation_config=None if eager else {"max_cudagraph_capture_size": 64},
               max_model_len=512, max_num_seqs=64, gpu_memory_utilization=0.3, disable_log_stats=False, seed=SEED)
     aux = llm.collective_rpc(aux_layers)
-    params = SamplingParams(temperature=0.0, max_tokens=48, ignore_eos=True)
+    params = SamplingParams(temperature=0.0, max_tokens=info["max_tokens"], ignore_eos=True)
     from vllm.inputs import TokensPrompt
 
     outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in info["serve_prompts"]], params)
@@ -396,6 +398,8 @@ def main(argv: list[str]) -> int:
         p.add_argument("--runner", choices=("default", "v1", "v2"), default="default")
         p.add_argument("--modes", default="eager,compiled")
         p.add_argument("--reuse", action="store_true", help="keep the models already in --work")
+        p.add_argument("--prompts", type=int, default=2048, help="training continuations the target generates")
+        p.add_argument("--new-tokens", type=int, default=48, help="greedy tokens per continuation")
     s = sub.add_parser("serve")
     s.add_argument("--work", required=True)
     s.add_argument("--drafter", required=True)
@@ -407,6 +411,7 @@ def main(argv: list[str]) -> int:
     work.mkdir(parents=True, exist_ok=True)
     if args.cmd in ("all", "models") and not (args.reuse and (work / "train.json").is_file()):
         info = train_target(work, args.target_seconds)
+        info["sizes"] = (args.prompts, args.new_tokens)
         info.update(train_drafter(work, info, args.drafter_seconds))
         parts.write_json(work / "train.json", {k: v for k, v in info.items() if k not in ("train", "held")})
     if args.cmd in ("all", "matrix"):
