@@ -371,7 +371,10 @@ def matrix(args) -> list[parts.Row]:
                                     "--mode", mode], env=env, capture_output=True, text=True)
                 text = p.stdout + p.stderr
                 result = next((json.loads(ln[7:]) for ln in text.splitlines() if ln.startswith("RESULT ")), None)
-                logged = parts.aux_from_log(text)
+                # the log line, else what the model inside the worker was set to capture (the v2
+                # runner logs nothing when the ids come from the drafter's config)
+                logged = parts.aux_from_log(text) or (parts.aux_from_log(
+                    "Using auxiliary layers from worker: " + str(result.get("aux_rpc"))) if result else None)
                 log(f"{state} {layout} {mode}: exit {p.returncode} in {time.perf_counter() - t0:.0f} s; "
                     f"logged {logged}; {None if result is None else result['counters']}")
                 if result is None:

@@ -142,7 +142,7 @@ def encode(text: str, vocab: dict[str, int]) -> list[int]:
 
 # --- what a run measured, and the table ----------------------------------------------------------
 
-AUX_LOG = re.compile(r"Using (?:Eagle3 )?auxiliary layers from (model|speculative config): \(([\d, ]+)\)")
+AUX_LOG = re.compile(r"Using (?:Eagle3 )?auxiliary layers from (model|speculative config|worker): \(([\d, ]+)\)")
 
 
 def aux_from_log(text: str) -> tuple[list[int], str] | None:

@@ -103,7 +103,8 @@ def runner_findings(release: Release, env: dict[str, str], variables: dict[str, 
                                       target.architectures if target is not None else None,
                                       eagle3_pp=cmd.drafter is not None and (cmd.pp or 1) > 1,
                                       runners=launch_facts.vllm_runners(release.version, release.site),
-                                      refuses_v2_env=launch_facts.v2_env_refused(release.site))
+                                      refuses_v2_env=launch_facts.v2_env_refused(release.site),
+                                      default_v2=launch_facts.default_v2_architectures(release.site))
     if runner.name == "refused":
         return [problem("launch.runner", runner.why, wanted=f"{launch_facts.V2_RUNNER_ENV} unset (or 1)",
                         found=f"{launch_facts.V2_RUNNER_ENV}={env.get(launch_facts.V2_RUNNER_ENV)}",

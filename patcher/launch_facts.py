@@ -40,6 +40,7 @@ V2_RUNNER_EAGLE3_SINCE = Version("0.17.0")
 # DeepSeek-V3 or Kimi; from 0.29.0 v2 for every model (on CUDA with Triton), unless the launch
 # uses a feature v2 lacks (e.g. EAGLE-3 with pipeline parallelism).
 V2_RUNNER_DEFAULT_SINCE = Version("0.29.0")
+V2_ENV_TRISTATE_SINCE = Version("0.22.0")  # only where no envs.py is at hand to read the default from
 KIMI_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"})
 # 0.29.0 lists "EAGLE3 with pipeline parallelism" among the features v2 lacks, so such a launch
 # stays on v1 there; 0.30.0 dropped the entry.
@@ -218,6 +219,28 @@ def v2_env_refused(site: Path | None) -> bool:
     return False
 
 
+VLLM_CONFIG_FILE = "vllm/config/vllm.py"
+
+
+def default_v2_architectures(site: Path | None) -> frozenset[str] | None:
+    """The architectures for which the release's VllmConfig.use_v2_model_runner picks v2 when
+    VLLM_USE_V2_MODEL_RUNNER is unset (0.22.0-0.28.0: ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``,
+    read by ``_is_default_v2_model_runner_model``), read from its syntax tree; None where the
+    release has no such list in use (before 0.22.0, or v2 for every model from 0.29.0)."""
+    if site is None:
+        return None
+    tree = _parse(site / VLLM_CONFIG_FILE)
+    if tree is None or not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                               and n.func.attr == "_is_default_v2_model_runner_model" for n in ast.walk(tree)):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES"
+                                                for t in node.targets):
+            return frozenset(c.value for c in ast.walk(node.value)
+                             if isinstance(c, ast.Constant) and isinstance(c.value, str))
+    return None
+
+
 def _compares_to(test: ast.expr, value: str, op: type) -> bool:
     return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], op)
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == value)
@@ -225,7 +248,8 @@ def _compares_to(test: ast.expr, value: str, op: type) -> bool:
 
 def vllm_runner(version: Version, env: dict[str, str], env_var: EnvVar | None,
                 target_architectures: tuple[str, ...] | None, eagle3_pp: bool = False,
-                runners: tuple[str, ...] = ("v1", "v2"), refuses_v2_env: bool = False) -> Runner:
+                runners: tuple[str, ...] = ("v1", "v2"), refuses_v2_env: bool = False,
+                default_v2: frozenset[str] | None = None) -> Runner:
     """The runner the launch uses; "unknown" when it hangs on a target doctor cannot place;
     "refused" when the server does not start with this environment."""
     if "v1" not in runners:
@@ -241,6 +265,17 @@ def vllm_runner(version: Version, env: dict[str, str], env_var: EnvVar | None,
         return Runner("v2" if env_true(value) else "v1", f"{V2_RUNNER_ENV}={value}")
     if env_var.default is not None:
         return Runner("v1", f"{V2_RUNNER_ENV} is not set (default {env_var.default!r})")
+    if default_v2 is not None:  # the release's own list decides (a MoE target such as DeepSeek's)
+        if target_architectures is None:
+            return Runner("unknown", f"{V2_RUNNER_ENV} is not set: vllm {version} picks the runner by the target's "
+                                     "architecture, and doctor could not read the target's config")
+        listed = sorted(set(target_architectures) & default_v2)
+        if listed:
+            return Runner("v2", f"{V2_RUNNER_ENV} is not set and vllm {version} picks v2 by default for {listed[0]} "
+                                "(its DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES); VLLM_USE_V2_MODEL_RUNNER=0 keeps v1")
+        return Runner("v1", f"{V2_RUNNER_ENV} is not set and vllm {version} picks v2 by default only for the "
+                            f"architectures its DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES lists, not "
+                            f"{target_architectures[0]}")
     if version >= V2_RUNNER_DEFAULT_SINCE and eagle3_pp and contains(V2_EAGLE3_PP_FALLBACK, version):
         return Runner("v1", f"vllm {version} keeps v1 for EAGLE-3 with pipeline parallelism "
                             "(a feature its v2 runner lacks)")

@@ -453,23 +453,30 @@ def test_vllm_runner_id_readers_match_every_release() -> None:
             assert facts.ids_taken(release, facts.V2, None, [4, 30, 56]).source == "default", version
 
 
-def test_vllm_default_runner_for_kimi_matches_every_release() -> None:
+def test_vllm_default_runner_matches_every_release() -> None:
+    """The runner a launch without VLLM_USE_V2_MODEL_RUNNER uses, for the DeepSeek-V3/Kimi classes
+    and for DeepseekV2ForCausalLM (the name vLLM 0.24.0-0.28.0 list for v2: on the H200, 0.26.0 ran
+    such a target on v2 while the check said v1, docs/gpu-proof.md), derived here from each
+    release's own files and compared with what the check reads from the installed release."""
+    from patcher import engines
+    from patcher.drafter.release import from_install
+
     for version, tree in _trees("vllm"):
+        release = from_install(engines.find("vllm", site=tree))
         config = tree / "vllm/config/vllm.py"
         text = config.read_text() if config.is_file() else ""
-        if not (tree / "vllm/v1/worker/gpu_model_runner.py").is_file():
-            v2_default = True  # the only runner the release ships (0.34.0)
-        elif "def use_v2_model_runner" not in text:
-            v2_default = False  # no property: v2 only by VLLM_USE_V2_MODEL_RUNNER=1
-        else:
-            body = text.split("def use_v2_model_runner", 1)[1].split("\n    def ", 1)[0]
-            gate = "_is_default_v2_model_runner_model()" in body
-            listed = text.split("DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES = ", 1)[1].split(")", 1)[0] if gate else ""
-            v2_default = not gate or any(f'"{a}"' in listed for a in ("DeepseekV3ForCausalLM",
-                                                                        "KimiK25ForConditionalGeneration"))
-        for arch in ("DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"):
-            got = facts.vllm_default_runner(from_version("vllm", version), arch)
-            assert (got == facts.V2) == v2_default, (version, arch)
+        for arch in ("DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "DeepseekV2ForCausalLM"):
+            if not (tree / "vllm/v1/worker/gpu_model_runner.py").is_file():
+                v2_default = True  # the only runner the release ships (0.34.0)
+            elif "def use_v2_model_runner" not in text:
+                v2_default = False  # no property: v2 only by VLLM_USE_V2_MODEL_RUNNER=1
+            else:
+                body = text.split("def use_v2_model_runner", 1)[1].split("\n    def ", 1)[0]
+                gate = "_is_default_v2_model_runner_model()" in body
+                listed = text.split("DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES = ", 1)[1].split(")", 1)[0] if gate else ""
+                v2_default = not gate or f'"{arch}"' in listed
+            got = facts.vllm_default_runner(release, arch)
+            assert got == (facts.V2 if v2_default else facts.V1), (version, arch, got)
 
 
 # --- EAGLE 3.1 switches, on every cached release ----------------------------------------------

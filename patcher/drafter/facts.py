@@ -231,12 +231,21 @@ MLA_TARGETS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForCond
 
 def vllm_default_runner(release: Release, target_arch: str | None) -> str:
     """The runner a launch without VLLM_USE_V2_MODEL_RUNNER uses for this target: the rule is
-    patcher/launch_facts.py's (doctor also reads the environment); this is its env-less half."""
+    patcher/launch_facts.py's (doctor also reads the environment); this is its env-less half.
+    "unknown" when the release picks by architecture and the target's is not known."""
     if release.version is None:
         return V1
-    runner = launch_facts.vllm_runner(release.version, {}, launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, True, None),
-                                      (target_arch,) if target_arch else None, runners=vllm_runners(release))
-    return V2 if runner.name == "v2" else V1
+    var = launch_facts.env_vars("vllm", release.site).get(launch_facts.V2_RUNNER_ENV)
+    if var is None:  # no install to read: what the releases declare (unset reads as "0" before 0.22.0)
+        var = launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, True,
+                                  "0" if release.version < launch_facts.V2_ENV_TRISTATE_SINCE else None)
+    runner = launch_facts.vllm_runner(release.version, {}, var, (target_arch,) if target_arch else None,
+                                      runners=vllm_runners(release),
+                                      default_v2=launch_facts.default_v2_architectures(release.site))
+    return {"v2": V2, "v1": V1}.get(runner.name, UNKNOWN_RUNNER)
+
+
+UNKNOWN_RUNNER = "unknown"
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,10 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
     else:
         default, runners = "", [""]
     out: list[Finding] = []
+    if default == facts.UNKNOWN_RUNNER:
+        out.append(hint("aux.capture", f"which model runner a launch of {release.label()} uses is not known here: "
+                        "the release picks it by the target's architecture, and the target's config was not read; "
+                        "each runner's capture follows", hint="pass --target with the target's local folder"))
     for runner in runners:
         now = facts.capture(release, runner, top, in_eagle, arch, n)
         later = facts.capture(applied, runner, top, in_eagle, arch, n)
