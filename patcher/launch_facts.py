@@ -220,6 +220,7 @@ def v2_env_refused(site: Path | None) -> bool:
 
 
 VLLM_CONFIG_FILE = "vllm/config/vllm.py"
+_DEFAULT_V2_LIST = "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES"
 
 
 def default_v2_architectures(site: Path | None) -> frozenset[str] | None:
@@ -234,7 +235,7 @@ def default_v2_architectures(site: Path | None) -> frozenset[str] | None:
                                and n.func.attr == "_is_default_v2_model_runner_model" for n in ast.walk(tree)):
         return None
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES"
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == _DEFAULT_V2_LIST
                                                 for t in node.targets):
             return frozenset(c.value for c in ast.walk(node.value)
                              if isinstance(c, ast.Constant) and isinstance(c.value, str))
