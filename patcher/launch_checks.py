@@ -118,7 +118,27 @@ def runner_findings(release: Release, env: dict[str, str], variables: dict[str, 
                              f"{launch_facts.V2_RUNNER_EAGLE3_SINCE} or newer")]
     if runner.name == "unknown":
         return [hint("launch.runner", runner.why, hint="put the target's local folder in the command")]
-    return [ok("launch.runner", f"the {runner.name} model runner: {runner.why}")]
+    out = [ok("launch.runner", f"the {runner.name} model runner: {runner.why}")]
+    return out + _eagle3_pp_findings(release, runner, target, cmd)
+
+
+def _eagle3_pp_findings(release: Release, runner: launch_facts.Runner, target: TargetConfig | None,
+                        cmd: LaunchCommand) -> list[Finding]:
+    """EAGLE-3 with pipeline parallelism on the v2 runner: a DeepSeek/Kimi target raises at load."""
+    if runner.name != "v2" or cmd.drafter is None or (cmd.pp or 1) < 2 \
+            or not launch_facts.v2_refuses_deepseek_eagle3_pp(release.site):
+        return []
+    archs = set(target.architectures) if target is not None else set()
+    keep_v1 = ("; VLLM_USE_V2_MODEL_RUNNER=0 keeps the v1 runner" if "v1" in launch_facts.vllm_runners(
+        release.version, release.site) else "") if release.version is not None else ""
+    what = (f"{release.label()}'s v2 model runner raises at load for EAGLE-3 with pipeline parallelism on a "
+            "DeepSeek/Kimi target: its DeepSeek model does not relay aux hidden states between pipeline stages "
+            "(verify_supports_aux_hidden_states_over_pp)")
+    if archs & launch_facts.DEEPSEEK_V2_MODEL_ARCHITECTURES:
+        return [problem("launch.pipeline_parallel", what, wanted="pipeline parallel size 1 with EAGLE-3",
+                        found=f"{cmd.pp} stages, {sorted(archs)[0]}", hint=f"use tensor parallelism alone{keep_v1}")]
+    return [hint("launch.pipeline_parallel", what + "; whether this target is one was not read",
+                 hint="put the target's local folder in the command")]
 
 
 def fusion_findings(release: Release, cmd: LaunchCommand, target: TargetConfig | None) -> list[Finding]:

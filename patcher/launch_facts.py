@@ -242,6 +242,24 @@ def default_v2_architectures(site: Path | None) -> frozenset[str] | None:
     return None
 
 
+EAGLE3_UTILS_FILE = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+DEEPSEEK_MODEL_FILE = "vllm/model_executor/models/deepseek_v2.py"
+
+
+def v2_refuses_deepseek_eagle3_pp(site: Path | None) -> bool | None:
+    """Whether the release's v2 runner raises at load for EAGLE-3 with pipeline parallelism on a
+    DeepSeek/Kimi target (0.30.0+): set_eagle3_aux_hidden_state_layers calls
+    verify_supports_aux_hidden_states_over_pp, and the DeepSeek model never sets
+    ``supports_aux_hidden_states_over_pp = True``. None: no files to read."""
+    if site is None or not (site / EAGLE3_UTILS_FILE).is_file():
+        return None if site is None else False
+    utils = (site / EAGLE3_UTILS_FILE).read_text(encoding="utf-8", errors="replace")
+    if "verify_supports_aux_hidden_states_over_pp(" not in utils:
+        return False
+    model = site / DEEPSEEK_MODEL_FILE
+    return not (model.is_file() and "supports_aux_hidden_states_over_pp = True" in model.read_text(errors="replace"))
+
+
 def _compares_to(test: ast.expr, value: str, op: type) -> bool:
     return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], op)
             and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == value)

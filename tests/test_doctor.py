@@ -541,3 +541,27 @@ def test_speculative_flags_without_a_drafter_are_a_reason() -> None:
     code, doc = doctor_json("--site", str(wheels.tree("vllm", "0.15.1")), "--", "vllm", "serve", "org/m",
                             "--speculative-config", ngram)
     assert by_code(doc)["launch.drafter"]["level"] == "hint"  # ngram needs no draft model
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("version, env, level", [
+    ("0.34.0", {}, "problem"),  # v2 is the only runner, and it raises
+    ("0.33.0", {}, "problem"),  # v2 by default for every model from 0.29.0; 0.30.0+ raise
+    ("0.33.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"}, None),  # the v1 runner relays aux states as before
+    ("0.29.0", {}, None),  # keeps v1 for EAGLE-3 with pipeline parallelism
+])
+def test_eagle3_with_pipeline_parallel_on_the_v2_runner(tmp_path: Path, monkeypatch, version, env, level) -> None:
+    """Issue 32 case 6: vLLM's v2 runner verifies that the target relays aux hidden states between
+    pipeline stages (verify_supports_aux_hidden_states_over_pp) and its DeepSeek model does not:
+    the load raises. Read from the release's files, for a Kimi-K2 (DeepseekV3ForCausalLM) target."""
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    code, doc = doctor_json("--site", str(wheels.tree("vllm", version)), "--", *_vllm_launch(tmp_path, "-pp", "2"))
+    found = by_code(doc).get("launch.pipeline_parallel")
+    assert (found or {}).get("level") == level, found
+    if level:
+        assert doc["verdict"] == "no-go" and "raises at load for EAGLE-3 with pipeline parallelism" in found["message"]
+    (tmp_path / "tp").mkdir()
+    code, doc = doctor_json("--site", str(wheels.tree("vllm", version)), "--", *_vllm_launch(tmp_path / "tp"))
+    assert "launch.pipeline_parallel" not in by_code(doc)  # no pipeline parallelism, nothing to say
