@@ -11,6 +11,7 @@ Returns a report; never prints.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -157,4 +158,15 @@ def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig
                         found=exc.found, hint=exc.hint)]
     findings = check_drafter(ckpt, drafter, target, release, cmd.flags)
     # setup.* repeat the family states verify reports above: each fact is shown once.
-    return [f for f in findings if not f.code.startswith("setup.")]
+    return [_doctor_words(f) for f in findings if not f.code.startswith("setup.")]
+
+
+_TARGET_FLAG = re.compile(r"pass --target(?: KIMI_FOLDER)?")
+
+
+def _doctor_words(f: Finding) -> Finding:
+    """The drafter check's findings in doctor's terms: doctor has no --target option, it reads the
+    target the command names (a local folder)."""
+    said = "name the target's local folder in the command"
+    return replace(f, message=_TARGET_FLAG.sub(said, f.message).replace("no --target:", "no local target folder:"),
+                   hint=_TARGET_FLAG.sub(said, f.hint))

@@ -35,9 +35,12 @@ def env_findings(variables: dict[str, launch_facts.EnvVar], env: dict[str, str],
                                 found=f"{name}={env[name]}"))
             continue
         if name in env:
-            out.append(ok(code, f"{name}={env[name]} ({given}; default {var.default!r})"))
-        else:
+            default = f"default {var.default!r}" if var.default is not None else "no default"
+            out.append(ok(code, f"{name}={env[name]} ({given}; {default})"))
+        elif var.default is not None:
             out.append(ok(code, f"{name} is not set: the release's default {var.default!r}"))
+        else:
+            out.append(ok(code, f"{name} is not set, and the release has no default for it (it decides by itself)"))
     return out
 
 

@@ -565,3 +565,17 @@ def test_eagle3_with_pipeline_parallel_on_the_v2_runner(tmp_path: Path, monkeypa
     (tmp_path / "tp").mkdir()
     code, doc = doctor_json("--site", str(wheels.tree("vllm", version)), "--", *_vllm_launch(tmp_path / "tp"))
     assert "launch.pipeline_parallel" not in by_code(doc)  # no pipeline parallelism, nothing to say
+
+
+@pytest.mark.wheels
+def test_doctor_names_no_option_it_does_not_have_and_prints_no_python_none(tmp_path: Path) -> None:
+    """Issue 34 items 3 and 7: doctor has no --target (it reads the target the command names), and
+    a variable without a default is said in words, not as 'None'."""
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None))
+    code, doc = doctor_json("--site", str(wheels.tree("vllm", "0.29.0")), "--", "vllm", "serve", "org/kimi",
+                            "--speculative-config", vllm_spec(drafter))
+    said = " ".join(f["message"] + " " + f.get("hint", "") for f in doc["findings"])
+    assert "--target" not in said and "name the target's local folder in the command" in said
+    env = by_code(doc)["env.VLLM_USE_V2_MODEL_RUNNER"]["message"]
+    assert env == ("VLLM_USE_V2_MODEL_RUNNER is not set, and the release has no default for it (it decides "
+                   "by itself)") and "None" not in said
