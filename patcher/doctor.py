@@ -19,7 +19,7 @@ from . import actions, engine_specs, engines, launch_checks, launch_facts
 from .drafter.checkpoint import read_checkpoint, read_config
 from .drafter.checks import check_drafter
 from .drafter.configs import TargetConfig, parse_drafter_config, parse_target_config
-from .drafter.findings import PROBLEM, Finding, hint, ok, problem
+from .drafter.findings import PROBLEM, UNKNOWN, Finding, hint, ok, problem
 from .drafter.release import Release, from_install
 from .errors import NotInstalled, PatcherError
 from .launch_command import LaunchCommand, effective_env
@@ -46,7 +46,7 @@ class DoctorReport:
     def reasons(self) -> list[str]:
         """Every reason for no-go, one phrase each: verify's, then each problem."""
         out = list(self.verify.reasons(False))
-        out += [f"{f.code}: {f.message}" for f in self.findings() if f.level == PROBLEM]
+        out += [f"{f.code}: {f.message}" for f in self.findings() if f.level in (PROBLEM, UNKNOWN)]
         return out
 
     def next_steps(self) -> list[str]:

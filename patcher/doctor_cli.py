@@ -14,7 +14,7 @@ from typing import TextIO
 
 from . import doctor
 from .drafter.cli import print_finding
-from .drafter.findings import LEVELS, PROBLEM
+from .drafter.findings import LEVELS, tally
 from .errors import PatcherError
 from .launch_command import LaunchUsageError, parse
 from .report import as_dict, as_text
@@ -129,12 +129,9 @@ def as_lines(r: doctor.DoctorReport) -> list[str]:
             print_finding(f, sink)  # type: ignore[arg-type]
     out += sink.lines
     findings = r.findings()
-    n_problem = sum(f.level == PROBLEM for f in findings)
-    n_hint = sum(f.level == "hint" for f in findings)
     reasons = r.reasons()
     out += [f"next:    {step}" for step in r.next_steps()]
-    out.append(f"verdict: {'no-go' if reasons else 'go'} ({n_problem} problem(s), {n_hint} hint(s), "
-               f"{len(findings) - n_problem - n_hint} ok)")
+    out.append(f"verdict: {'no-go' if reasons else 'go'} ({tally(findings)})")
     if reasons:
         out.append("exit 1: " + "; ".join(reasons))
     return out

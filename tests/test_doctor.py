@@ -579,3 +579,32 @@ def test_doctor_names_no_option_it_does_not_have_and_prints_no_python_none(tmp_p
     env = by_code(doc)["env.VLLM_USE_V2_MODEL_RUNNER"]["message"]
     assert env == ("VLLM_USE_V2_MODEL_RUNNER is not set, and the release has no default for it (it decides "
                    "by itself)") and "None" not in said
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("engine, version", [("sglang", "0.5.23"), ("sglang", "0.5.17"), ("vllm", "0.34.0")])
+def test_a_target_class_the_facts_do_not_cover_is_unknown_never_go(tmp_path: Path, engine, version) -> None:
+    """Issue 32 case 2: a Kimi-K3 target (KimiK3ForConditionalGeneration). SGLang 0.5.17+ load both
+    models, then stop at the draft head's set-up; vLLM 0.34.0's NVIDIA class captures. None of it is
+    a fact this check has read: the line says unknown, no aux.capture line claims anything, and the
+    verdict is not go, on either engine."""
+    site = _applied(tmp_path, engine, version)
+    target = tmp_path / "k3"
+    target.mkdir()
+    (target / "config.json").write_text(json.dumps({
+        "architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3", "hidden_size": 7168,
+        "num_hidden_layers": 61, "vocab_size": 163840}))
+    if engine == "sglang":
+        launch = ["python", "-m", "sglang.launch_server", "--model-path", str(target), "--speculative-algorithm",
+                  "EAGLE3", "--speculative-draft-model-path",
+                  str(make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer."))]
+    else:
+        launch = ["vllm", "serve", str(target), "--speculative-config",
+                  vllm_spec(make_drafter(tmp_path, config=eagle3_config(aux=None)))]
+    code, doc = doctor_json("--site", str(site), "--", *launch)
+    f = by_code(doc)
+    assert f["target.architecture"]["level"] == "unknown"
+    assert not any(c.startswith("aux.capture") for c in f), [c for c in f if c.startswith("aux")]
+    assert (code, doc["verdict"]) == (1, "no-go")
+    assert any(r.startswith("target.architecture: target architecture KimiK3ForConditionalGeneration")
+               for r in doc["reasons"])

@@ -17,7 +17,7 @@ from ..manifest import ENGINES
 from .checkpoint import read_checkpoint, read_config
 from .checks import check_drafter
 from .configs import parse_drafter_config, parse_target_config
-from .findings import LEVELS, PROBLEM, Finding, has_problem
+from .findings import LEVELS, PROBLEM, UNKNOWN, Finding, has_problem, tally
 from .fix import fix_drafter
 from .locate import Detect, resolve_engine
 from .release import Release
@@ -119,14 +119,12 @@ def _check(args: argparse.Namespace, engine: Release | None, out: TextIO, err: T
         print(f"engine:  {engine.label()} ({engine.source}{where})", file=out)
     for f in findings:
         print_finding(f, out)
-    n_problem = sum(f.level == PROBLEM for f in findings)
-    n_hint = sum(f.level == "hint" for f in findings)
-    print(f"result:  {n_problem} problem(s), {n_hint} hint(s), {len(findings) - n_problem - n_hint} ok", file=out)
+    print(f"result:  {tally(findings)}", file=out)
     return code
 
 
 def print_finding(f: Finding, out: TextIO) -> None:
-    label = f.level.upper() if f.level == PROBLEM else f.level
+    label = f.level.upper() if f.level in (PROBLEM, UNKNOWN) else f.level
     print(f"  {label:8} {f.code}: {f.message}", file=out)
     for name, text in (("wanted", f.wanted), ("found", f.found), ("hint", f.hint)):
         if text and (f.level != "ok"):

@@ -305,6 +305,8 @@ def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list
             target_arch: str | None, n: int | None) -> Capture | None:
     """None: not known (no release, the default without the target's layer count, or the capture
     family ``unknown`` on this release: nothing places it, so nothing is said of what it captures)."""
+    if target_arch is not None and target_arch not in MLA_TARGETS:
+        return None  # a target class the facts do not cover: its capture is not known
     family, targets = ((MLA_CAPTURE_FAMILY, MLA_TARGETS) if release.name == "vllm" else
                        (K25_CAPTURE_FAMILY, (K25_TARGET,)))
     if target_arch in targets and release.state(family) is State.UNKNOWN:

@@ -33,5 +33,6 @@ SPEC = EngineSpec(
     env_declarations=("sglang/srt/environ.py", "environ"),
     # SGLang resolves a class by its __name__ (EntryClass).
     registered_since={"LlamaForCausalLMEagle3": "0.5.1", "Eagle3DeepseekV2ForCausalLM": "0.5.12",
-                      "DeepseekV3ForCausalLM": "0.5.1", "KimiK25ForConditionalGeneration": "0.5.9"},
+                      "DeepseekV2ForCausalLM": "0.5.1", "DeepseekV3ForCausalLM": "0.5.1",
+                      "KimiK25ForConditionalGeneration": "0.5.9"},
 )

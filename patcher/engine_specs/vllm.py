@@ -32,5 +32,6 @@ SPEC = EngineSpec(
     # (transformers_utils/configs/eagle.py); from 0.10.1 "...Eagle3" endings are kept.
     registered_since={"Eagle3LlamaForCausalLM": "0.9.0", "LlamaForCausalLMEagle3": "0.10.1",
                       "Eagle3DeepseekV2ForCausalLM": "0.18.0", "Eagle3DeepseekV3ForCausalLM": "0.18.0",
-                      "DeepseekV3ForCausalLM": "0.9.0", "KimiK25ForConditionalGeneration": "0.15.0"},
+                      "DeepseekV2ForCausalLM": "0.9.0", "DeepseekV3ForCausalLM": "0.9.0",
+                      "KimiK25ForConditionalGeneration": "0.15.0"},
 )
