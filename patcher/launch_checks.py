@@ -148,8 +148,8 @@ def fusion_findings(release: Release, cmd: LaunchCommand, target: TargetConfig |
     """SGLang 0.5.4.post2-0.5.13.post1 capture the aux states before the fused allreduce."""
     assert release.version is not None
     code = "launch.allreduce_fusion"
-    if cmd.drafter is None:
-        return []
+    if cmd.drafter is None or [a.upper() for a in cmd.values("--speculative-algorithm")][-1:] != ["EAGLE3"]:
+        return []  # no EAGLE-3 aux capture for the fusion to meet (the drafter check says what runs)
     tp = cmd.tp or 1
     family = release.family(launch_facts.FUSED_CAPTURE_FAMILY)
     if family is not None:  # refused: the release has no aux capture at all (setup.* says so), nothing to corrupt

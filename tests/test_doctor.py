@@ -608,3 +608,23 @@ def test_a_target_class_the_facts_do_not_cover_is_unknown_never_go(tmp_path: Pat
     assert (code, doc["verdict"]) == (1, "no-go")
     assert any(r.startswith("target.architecture: target architecture KimiK3ForConditionalGeneration")
                for r in doc["reasons"])
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.13.post1", "0.5.17", "0.5.23"])
+def test_sglang_eagle_algorithm_with_an_eagle3_drafter_says_only_what_runs(tmp_path: Path, version) -> None:
+    """Issue 32 case 1, the field reports' command: the verdict was a right no-go, but the same report
+    said ok aux.capture, ok vocab.d2t, ok vocab.lm_head and called the fusion correct. Each line now
+    says what --speculative-algorithm EAGLE does (facts proven per release in test_drafter_release)."""
+    site = _applied(tmp_path, "sglang", version)
+    launch = _sglang_launch(tmp_path, "--tp", "8")
+    launch[launch.index("EAGLE3")] = "EAGLE"
+    code, doc = doctor_json("--site", str(site), "--", *launch)
+    f = by_code(doc)
+    assert (code, doc["verdict"]) == (1, "no-go")
+    assert f["aux.capture"]["level"] == "problem" and "captures no aux hidden states" in f["aux.capture"]["message"]
+    assert not [c for c in f if c.startswith("aux.capture.")]
+    assert f["vocab.d2t"]["level"] == "hint" and "never read" in f["vocab.d2t"]["message"]
+    assert f["vocab.lm_head"]["level"] == "problem" and "replaced by the target's" in f["vocab.lm_head"]["message"]
+    assert f["fc.shape"]["level"] == "problem" and "launch.allreduce_fusion" not in f
+    assert "EAGLE-1" not in f["flags.algorithm"]["message"]

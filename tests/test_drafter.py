@@ -608,7 +608,8 @@ def test_eagle_instead_of_eagle3_is_named_exactly(tmp_path: Path) -> None:
     code, out, _ = run(["check", str(drafter), "--engine", "sglang", "--engine-version", "0.5.12",
                         "--flags=--speculative-algorithm EAGLE"])
     assert code == 1
-    assert ("  PROBLEM  flags.algorithm: --speculative-algorithm EAGLE runs this EAGLE-3 drafter as EAGLE-1: no aux "
-            "hidden states are captured, fc gets one layer instead of three, and nothing reports it\n"
+    assert ("  PROBLEM  flags.algorithm: --speculative-algorithm EAGLE runs this EAGLE-3 drafter without its aux "
+            "features: the server starts (warning only about DeepSeek MTP), the target captures nothing, fc is never "
+            "applied, d2t is never read and the drafter's lm_head is the target's\n"
             "           wanted: --speculative-algorithm EAGLE3\n"
             "           found:  --speculative-algorithm EAGLE\n") in out

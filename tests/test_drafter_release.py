@@ -610,3 +610,20 @@ def test_sglang_transformers_major_matches_every_release() -> None:
         pin = re.search(r"^Requires-Dist: transformers==(\d+)\.", meta.read_text(), re.M)
         assert pin is not None, version
         assert (int(pin.group(1)) >= 5) == facts.reads_rope_parameters(from_version("sglang", version)), version
+
+
+def test_sglang_eagle_algorithm_facts_hold_on_every_release() -> None:
+    """facts.SGLANG_EAGLE_ALGORITHM, what --speculative-algorithm EAGLE does with an EAGLE-3 drafter,
+    read from each cached SGLang release (issue 32 case 1): the aux capture is set up only under
+    is_eagle3(); the worker loads the hot-token map only from --speculative-token-map and hands the
+    draft model the target's embed and head; the drafter applies fc only to a hidden state wider than
+    its embeddings."""
+    trees = _trees("sglang")
+    assert len(trees) > 10
+    for version, tree in trees:
+        spec = " ".join(p.read_text() for p in (tree / "sglang/srt/speculative").glob("*.py"))
+        runner = " ".join(p.read_text() for p in (tree / "sglang/srt/model_executor").rglob("*.py"))
+        drafter = (tree / "sglang/srt/models/llama_eagle3.py").read_text()
+        assert "load_token_map(" in spec and "set_embed_and_head(embed, head)" in spec, version
+        assert "is_eagle3()" in runner and "eagle_aux_hidden_state_layer_ids" in runner, version
+        assert "if hidden_states.shape[-1] != embeds.shape[-1]:" in drafter, version

@@ -14,7 +14,7 @@ from . import facts
 from .checkpoint import Checkpoint
 from .configs import SPECULATORS, DrafterConfig, TargetConfig
 from .findings import Finding, hint, ok, problem
-from .flag_checks import check_flags, guess_engine
+from .flag_checks import check_flags, guess_engine, split_flags
 from .key_names import MODEL_PREFIX, decoder_key, is_known, scheme_of
 from .release import Release
 from .release_checks import (
@@ -70,7 +70,35 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
                                  found=flags[:80]))
         else:
             findings += check_flags(flags, flag_engine, ckpt.folder, drafter.format == SPECULATORS)
+        if engine is not None and engine.name == "sglang" and _last_algorithm(flags) == "EAGLE":
+            findings = _as_run_by_eagle(findings, engine)
     return findings
+
+
+def _last_algorithm(flags: str) -> str | None:
+    argv = split_flags(flags)
+    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--speculative-algorithm"]
+    values += [a.split("=", 1)[1] for a in argv if a.startswith("--speculative-algorithm=")]
+    return values[-1].upper() if values else None
+
+
+def _as_run_by_eagle(findings: list[Finding], engine: Release) -> list[Finding]:
+    """SGLang with --speculative-algorithm EAGLE runs an EAGLE-3 drafter without its features: every line
+    says what this command does (facts.SGLANG_EAGLE_ALGORITHM), none what EAGLE3 would do."""
+    said = facts.SGLANG_EAGLE_ALGORITHM
+    out, captured = [], False
+    for f in findings:
+        code = "aux.capture" if f.code.startswith("aux.capture") else f.code
+        if code not in said:
+            out.append(f)
+        elif code == "aux.capture" and captured:
+            continue  # one line for every runner: none captures
+        else:
+            captured = captured or code == "aux.capture"
+            level = hint if code == "vocab.d2t" else problem
+            out.append(level(code, said[code].format(release=engine.label()),
+                             hint="--speculative-algorithm EAGLE3" if level is problem else ""))
+    return out
 
 
 def _fix_command(engine: Release | None) -> str:

@@ -505,3 +505,18 @@ def legacy_rope_fields(trained: dict) -> dict:
     scaling = {k: v for k, v in trained.items() if k != "rope_theta"}
     return {"rope_theta": trained["rope_theta"],
             "rope_scaling": None if scaling.get("rope_type") == "default" else scaling}
+
+
+# --- SGLang's --speculative-algorithm EAGLE with an EAGLE-3 drafter (the field reports' command) ----------
+# Read from every covered release (tests/test_drafter_release.py proves each on the wheels): the aux
+# capture is set up only when spec_algorithm.is_eagle3() (model_executor); the worker takes the hot-token
+# map only from --speculative-token-map (load_token_map) and shares the target's embed and head with the
+# draft model (set_embed_and_head(embed, head)); the drafter's width check applies fc only when the
+# hidden state is wider than the embeddings, and one layer of target features is not.
+SGLANG_EAGLE_ALGORITHM = {
+    "aux.capture": "the target captures no aux hidden states: {release} sets the capture up only for EAGLE3",
+    "fc.shape": "fc is never applied: the drafter's width check sees one layer of target features, not three",
+    "vocab.d2t": "d2t loads and is never read: with EAGLE the hot-token map comes only from --speculative-token-map",
+    "vocab.lm_head": "the trained lm_head is replaced by the target's, the logits still cut to the draft "
+                     "vocabulary size",
+}

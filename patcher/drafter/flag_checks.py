@@ -80,8 +80,9 @@ def _check_sglang(argv: list[str], drafter: Path) -> list[Finding]:
     elif algos[-1].upper() == "EAGLE":
         out.append(problem(
             "flags.algorithm",
-            "--speculative-algorithm EAGLE runs this EAGLE-3 drafter as EAGLE-1: no aux hidden states are "
-            "captured, fc gets one layer instead of three, and nothing reports it",
+            "--speculative-algorithm EAGLE runs this EAGLE-3 drafter without its aux features: the server "
+            "starts (warning only about DeepSeek MTP), the target captures nothing, fc is never applied, d2t is "
+            "never read and the drafter's lm_head is the target's",
             wanted=want, found=f"--speculative-algorithm {algos[-1]}"))
     else:
         out.append(problem("flags.algorithm", f"--speculative-algorithm {algos[-1]} does not run an EAGLE-3 drafter",
