@@ -19,10 +19,10 @@ from . import actions, engine_specs, engines, launch_checks, launch_facts
 from .drafter.checkpoint import read_checkpoint, read_config
 from .drafter.checks import check_drafter
 from .drafter.configs import TargetConfig, parse_drafter_config, parse_target_config
-from .drafter.findings import PROBLEM, UNKNOWN, Finding, hint, ok, problem
+from .drafter.findings import PROBLEM, UNKNOWN, Finding, hint, ok, problem, unknown
 from .drafter.release import Release, from_install
 from .errors import NotInstalled, PatcherError
-from .launch_command import LaunchCommand, effective_env
+from .launch_command import LaunchCommand, effective_env, speculative_method
 from .plan import State
 
 SCHEMA = "patcher.doctor/1"
@@ -146,7 +146,17 @@ def _target_config(cmd: LaunchCommand, launch: list[Finding]) -> TargetConfig | 
         return None
 
 
+# Speculative methods whose draft models this check has read nothing about: judged as what they are,
+# which here is "not checked", never as an EAGLE-3 launch with EAGLE-3's reasons.
+UNCHECKED_METHODS = ("DFLASH", "DSPARK")
+
+
 def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig | None) -> list[Finding]:
+    method = speculative_method(cmd)
+    if method in UNCHECKED_METHODS:
+        return [unknown("flags.algorithm", f"speculative method {method}: doctor checks EAGLE-3 launches, and has "
+                        f"read nothing of what {release.label()} does with a {method} drafter; neither the drafter "
+                        "nor what the target feeds it is checked", found=method)]
     if cmd.drafter is None or not Path(cmd.drafter).expanduser().is_dir():
         return []  # launch_checks.path_findings said why
     folder = Path(cmd.drafter).expanduser()

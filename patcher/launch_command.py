@@ -175,6 +175,21 @@ def _drafter(engine: str, argv: list[str]) -> str | None:
     return model if isinstance(model, str) else None
 
 
+def speculative_method(cmd: LaunchCommand) -> str | None:
+    """The speculative method the command asks for, upper-case (SGLang's --speculative-algorithm, vLLM's
+    "method" in --speculative-config); None when it names none or the JSON does not parse."""
+    if cmd.engine == "sglang":
+        algos = cmd.values("--speculative-algorithm")
+        return algos[-1].upper() if algos else None
+    configs = cmd.values("--speculative-config")
+    try:
+        spec = json.loads(configs[-1]) if configs else None
+    except ValueError:
+        return None
+    method = spec.get("method") if isinstance(spec, dict) else None
+    return method.upper() if isinstance(method, str) else None
+
+
 def effective_env(cmd: LaunchCommand, environ: dict[str, str] | None = None) -> dict[str, str]:
     """The environment the server starts with: ours, overridden by the command's assignments."""
     base = dict(os.environ if environ is None else environ)

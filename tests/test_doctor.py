@@ -628,3 +628,22 @@ def test_sglang_eagle_algorithm_with_an_eagle3_drafter_says_only_what_runs(tmp_p
     assert f["vocab.lm_head"]["level"] == "problem" and "replaced by the target's" in f["vocab.lm_head"]["message"]
     assert f["fc.shape"]["level"] == "problem" and "launch.allreduce_fusion" not in f
     assert "EAGLE-1" not in f["flags.algorithm"]["message"]
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("engine, version", [("sglang", "0.5.23"), ("vllm", "0.34.0")])
+def test_a_dflash_launch_is_said_to_be_unchecked_not_judged_as_eagle3(tmp_path: Path, engine, version) -> None:
+    """Issue 32 case 4: a DFLASH launch was a no-go for EAGLE-3 reasons that do not apply."""
+    site = _applied(tmp_path, engine, version)
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    if engine == "sglang":
+        launch = ["python", "-m", "sglang.launch_server", "--model-path", str(make_target(tmp_path)),
+                  "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", str(drafter), "--tp", "8"]
+    else:
+        launch = ["vllm", "serve", str(k2_target(tmp_path)), "--speculative-config",
+                  json.dumps({"method": "dflash", "model": str(drafter), "num_speculative_tokens": 3})]
+    code, doc = doctor_json("--site", str(site), "--", *launch)
+    f = by_code(doc)
+    assert f["flags.algorithm"]["level"] == "unknown" and "DFLASH" in f["flags.algorithm"]["message"]
+    assert not [c for c in f if c.startswith(("aux.", "vocab.", "fc.", "keys.", "launch.allreduce"))]
+    assert doc["verdict"] == "no-go" and doc["reasons"] == [f"flags.algorithm: {f['flags.algorithm']['message']}"]
