@@ -674,3 +674,14 @@ def test_vllm_turn_on_line_names_one_option_spelling_and_real_sizes():
         assert ": MB" not in v.enable and "0.5 MB at TP8" in v.enable, (v.id, v.enable)
         old = manifest.contains(v.versions, manifest.Version("0.11.2"))
         assert spellings[0] == ('"enable_fi_allreduce_fusion"' if old else '"fuse_allreduce_rms"'), v.id
+
+
+def test_the_references_version_example_counts_what_ships():
+    """Issue 34 item 9: a count in the docs is generated or tested; this one said 9 and 40 when 15 and
+    72 shipped. The hash is an example (it changes with every patch file); the counts are not."""
+    from patcher import manifest
+
+    text = (ROOT / "docs" / "reference.md").read_text()
+    m = re.search(r"`patcher \S+ \(patch set: (\d+) families, (\d+) variants, sha256 [0-9a-f]{12}\)`", text)
+    fams = manifest.load_all()
+    assert m and (int(m[1]), int(m[2])) == (len(fams), sum(len(f.variants) for f in fams))
