@@ -145,6 +145,8 @@ def verify(engine: str, opts: Options) -> Report:
     with write.reading(install, opts.lock_timeout):
         statuses = assess(install, fams, write.read_state(install))
         interrupted = write.interrupted(install)
+        if interrupted:  # the note below promises a rollback: only for a journal the next run can undo
+            write.check_rollback(install)
     report = Report("verify", install, statuses, notes=_shadow_notes(install))
     _edited(install, statuses)
     if interrupted:

@@ -56,7 +56,8 @@ class Install:
         root = Path(os.path.realpath(self.site))
         real = Path(os.path.realpath(p))
         if not _inside(real, root):
-            raise EngineError(f"{rel} leads outside site-packages", wanted=str(self.site), found=str(real))
+            raise EngineError(f"{rel} leads outside site-packages", wanted=str(self.site), found=str(real),
+                              hint="we never read or write through symlinks; reinstall the engine")
         if p.is_symlink():
             raise EngineError(f"{rel} is a symlink", wanted="a regular file", found=f"symlink to {real}",
                               hint="we never write through symlinks; reinstall the engine")

@@ -219,6 +219,40 @@ def recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> list
                          hint="fix the cause (permissions, disk) and run 'patcher revert' again") from None
 
 
+def check_rollback(install: Install) -> None:
+    """That an interrupted run can be rolled back, checked without changing anything (verify, doctor):
+    the same WriteError the next apply or revert would stop on, or None."""
+    if interrupted(install) or (_txn(install) / "journal.json").is_symlink():
+        try:
+            _rollback_plan(install)
+        except OSError as exc:
+            raise WriteError(f"cannot read the journal of an interrupted run on {install.engine}",
+                             found=f"{exc.strerror or exc}: {exc.filename or _txn(install)}",
+                             hint="fix the cause (permissions, disk) and run 'patcher revert'") from None
+
+
+def _rollback_plan(install: Install) -> tuple[Any, list[tuple[Path, Path, str]]]:
+    """The journal and the renames that undo it. Everything is checked before the first rename: a
+    journal or backup we cannot trust changes nothing (bookkeeping.py says why each path is confined)."""
+    txn = _txn(install)
+    journal = txn / "journal.json"
+    meta = bookkeeping.parse_journal(_read_own(journal), journal, install)
+    if (txn / "state.orig").exists():
+        bookkeeping.parse_state(_read_own(txn / "state.orig"), txn / "state.orig", install)
+    renames = []
+    for e in meta.entries:
+        target = install.path(e.rel)
+        current = target.read_bytes() if target.exists() else None
+        if current is None or sha256_record(current) != e.old:
+            backup = txn / e.backup
+            if backup.is_symlink() or not backup.is_file() or sha256_record(backup.read_bytes()) != e.old:
+                raise WriteError(f"cannot roll back {e.rel}: its backup is missing or damaged",
+                                 found=str(txn), hint=f"reinstall {install.engine} with pip "
+                                 "--force-reinstall --no-deps, then delete that folder")
+            renames.append((backup, target, e.rel))
+    return meta, renames
+
+
 def _recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> list[str]:
     txn = _txn(install)
     _own_dir(home(install), install)
@@ -226,22 +260,7 @@ def _recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> lis
     journal = txn / "journal.json"
     restored = []
     if journal.exists() or journal.is_symlink():
-        # Everything is checked before the first rename: a journal or backup we cannot trust
-        # changes nothing (bookkeeping.py says why each path is confined).
-        meta = bookkeeping.parse_journal(_read_own(journal), journal, install)
-        if (txn / "state.orig").exists():
-            bookkeeping.parse_state(_read_own(txn / "state.orig"), txn / "state.orig", install)
-        renames = []
-        for e in meta.entries:
-            target = install.path(e.rel)
-            current = target.read_bytes() if target.exists() else None
-            if current is None or sha256_record(current) != e.old:
-                backup = txn / e.backup
-                if backup.is_symlink() or not backup.is_file() or sha256_record(backup.read_bytes()) != e.old:
-                    raise WriteError(f"cannot roll back {e.rel}: its backup is missing or damaged",
-                                     found=str(txn), hint=f"reinstall {install.engine} with pip "
-                                     "--force-reinstall --no-deps, then delete that folder")
-                renames.append((backup, target, e.rel))
+        meta, renames = _rollback_plan(install)
         for backup, target, rel in renames:
             os.replace(backup, target)
             restored.append(rel)

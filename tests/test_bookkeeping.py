@@ -96,7 +96,7 @@ def _attack(box: Path, kind: str) -> tuple[list[dict], Path]:
 ATTACKS = ["dotdot", "absolute", "inner-dotdot", "not-in-record", "symlinked-dir", "symlinked-file", "backup-outside"]
 
 
-@pytest.mark.parametrize("action", ["apply", "revert"])
+@pytest.mark.parametrize("action", ["apply", "revert", "verify"])
 @pytest.mark.parametrize("kind", ATTACKS)
 def test_forged_journal_is_refused_and_changes_nothing(attacked_site, tmp_path, kind, action):
     box = tmp_path
@@ -164,3 +164,16 @@ def test_malformed_state_and_journal_shapes_give_one_line_errors(starts, tmp_pat
 def _figures():
     yield
     print("\nbookkeeping campaign: " + ", ".join(f"{k}: {v}" for k, v in FIGURES.items()))
+
+
+def test_a_journal_nothing_can_roll_back_is_said_alike_by_verify_apply_and_revert(box):
+    """Issue 34 item 1: with a corrupt journal, verify said the next apply or revert rolls it back, and
+    both exited 2. Now verify checks what they would, and all three say the same, with exit 2."""
+    txn = box / "site" / write.DIRNAME / f"{ENGINE}.txn"
+    txn.mkdir(parents=True)
+    (txn / "journal.json").write_text("{not json")
+    said = {action: run(action, box / "site") for action in ("verify", "apply", "revert")}
+    for code, out, err in said.values():
+        assert_clean_error(code, err)
+        assert "rolls it back" not in out
+    assert len({err.splitlines()[0] for _, _, err in said.values()}) == 1, said
