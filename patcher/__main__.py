@@ -28,7 +28,7 @@ _NOT_OK = ("pending, lost, refused, blocked, conflict, unknown release,\n"
            "     that could not import")
 _ENV = ("2    usage or environment error (bad flags, engine not installed, --python not a Python,\n"
         "     editable or shadowed install, altered patch set, failed write rolled back)\n"
-        "141  stdout closed by its reader ('| head'), as SIGPIPE ends a shell tool")
+        "141  stdout closed by its reader ('| head') before the report was written, as SIGPIPE ends a shell tool")
 EXITS = {  # docs/reference.md's "Exit codes", per command
     "apply": "exit codes:\n0    every selected family is applied or upstream after the run, probes passed (or\n"
              "     could not import)\n"
