@@ -98,7 +98,9 @@ def as_json(r: doctor.DoctorReport) -> dict:
                        "from_command": name in r.command.env} for name, v in r.env.items()},
         "verify": as_dict(r.verify, False),
         "findings": [f.to_json() for f in findings],
-        "counts": {level: sum(f.level == level for f in findings) for level in LEVELS},
+        "counts": {level: sum(f.level == level for f in findings) for level in LEVELS}
+        | {"reasons": len(r.reasons()), "from_verify": len(r.verify.reasons(False))},
+        "not_checked": [] if r.probes else ["whether the engine imports here: --probes runs the probes"],
         "verdict": "no-go" if code else "go", "reasons": r.reasons(), "next": r.next_steps(), "exit": code,
     }
 
@@ -131,7 +133,10 @@ def as_lines(r: doctor.DoctorReport) -> list[str]:
     findings = r.findings()
     reasons = r.reasons()
     out += [f"next:    {step}" for step in r.next_steps()]
-    out.append(f"verdict: {'no-go' if reasons else 'go'} ({tally(findings)})")
+    from_verify = len(r.verify.reasons(False))
+    counted = f"{len(reasons)} reason(s): {from_verify} from verify, " if reasons else ""
+    unproven = "" if r.probes else "; not checked: whether the engine imports here (--probes checks it)"
+    out.append(f"verdict: {'no-go' if reasons else 'go'} ({counted}{tally(findings)}{unproven})")
     if reasons:
         out.append("exit 1: " + "; ".join(reasons))
     return out

@@ -647,3 +647,18 @@ def test_a_dflash_launch_is_said_to_be_unchecked_not_judged_as_eagle3(tmp_path: 
     assert f["flags.algorithm"]["level"] == "unknown" and "DFLASH" in f["flags.algorithm"]["message"]
     assert not [c for c in f if c.startswith(("aux.", "vocab.", "fc.", "keys.", "launch.allreduce"))]
     assert doc["verdict"] == "no-go" and doc["reasons"] == [f"flags.algorithm: {f['flags.algorithm']['message']}"]
+
+
+@pytest.mark.wheels
+def test_the_verdict_counts_every_reason_and_says_what_was_not_checked(tmp_path: Path) -> None:
+    """Issue 34 items 4 and 8: 'no-go (0 problem(s) ...)' left out verify's reasons, and a 'go' without
+    --probes never said that whether the engine imports there was not checked."""
+    code, out, _ = cli("doctor", "--site", str(wheels.tree("sglang", "0.5.23")), "--", *_sglang_launch(tmp_path))
+    verdict = next(ln for ln in out.splitlines() if ln.startswith("verdict:"))
+    (tmp_path / "j").mkdir()
+    code, doc = doctor_json("--site", str(wheels.tree("sglang", "0.5.23")), "--", *_sglang_launch(tmp_path / "j"))
+    n = doc["counts"]["from_verify"]
+    assert n == len([f for f in doc["verify"]["families"] if f["state"] == "pending"]) > 0
+    assert verdict.startswith(f"verdict: no-go ({len(doc['reasons'])} reason(s): {n} from verify, ")
+    assert verdict.endswith("not checked: whether the engine imports here (--probes checks it))")
+    assert doc["not_checked"] and doc["counts"]["reasons"] == len(doc["reasons"])
