@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from .actions import Report
@@ -56,7 +58,7 @@ def as_text(r: Report, strict: bool, said: dict[str, str] | None = None) -> list
         untested = " (untested release)" if s.untested and s.state is not State.UNKNOWN else ""
         out.append(f"  {_mark(s):4} {fid}: {s.state.value}{untested}{variant}: {s.detail}")
         if s.state is State.APPLIED and _enable(s):
-            out.append(_once("turn on", " ".join(_enable(s).split()), fid, said))
+            out.append(_once("turn on", _as_it_stands(" ".join(_enable(s).split()), r.statuses), fid, said))
         for w in s.warnings:
             if s.state is State.PENDING and w.startswith(_required(s)):
                 continue
@@ -72,6 +74,21 @@ def as_text(r: Report, strict: bool, said: dict[str, str] | None = None) -> list
         out.append(f"  {verb[r.action]}: {', '.join(r.changed) if r.changed else idle}")
     out.extend(f"  note: {n}" for n in r.notes)
     return out
+
+
+_UNLESS = re.compile(r" unless (\S+/\S+) is applied")
+
+
+def _as_it_stands(text: str, statuses) -> str:
+    """A turn-on text's 'unless <family> is applied', said as this install stands."""
+    def said(m: re.Match) -> str:
+        state = next((st.state for st in statuses if st.family.id == m[1]), None)
+        if state is State.APPLIED:
+            return f"; {m[1]}, applied here, fixes that"
+        if state is State.UPSTREAM:
+            return f"; this release has that fixed upstream ({m[1]})"
+        return m[0]
+    return _UNLESS.sub(said, text)
 
 
 def _required(s) -> tuple[str, ...]:

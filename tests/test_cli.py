@@ -685,3 +685,15 @@ def test_the_references_version_example_counts_what_ships():
     m = re.search(r"`patcher \S+ \(patch set: (\d+) families, (\d+) variants, sha256 [0-9a-f]{12}\)`", text)
     fams = manifest.load_all()
     assert m and (int(m[1]), int(m[2])) == (len(fams), sum(len(f.variants) for f in fams))
+
+
+@pytest.mark.wheels
+def test_a_turn_on_line_says_the_fix_it_names_as_the_install_stands(tmp_path):
+    """Issue 34 item 5: SGLang's SM120 turn-on line warned 'unless eagle3-fused-allreduce-capture is
+    applied' on an install where it was."""
+    site = tmp_path / "site"
+    shutil.copytree(wheels.tree("sglang", "0.5.9"), site)
+    code, out, _ = cli("apply", "--engine", "sglang", "--site", str(site), "--no-probes")
+    turn_on = [ln for ln in out.splitlines() if ln.strip().startswith("turn on:") and "allreduce" in ln]
+    assert code == 0 and turn_on, out
+    assert "unless" not in turn_on[0] and "sglang/eagle3-fused-allreduce-capture, applied here, fixes that" in turn_on[0]
