@@ -696,4 +696,5 @@ def test_a_turn_on_line_says_the_fix_it_names_as_the_install_stands(tmp_path):
     code, out, _ = cli("apply", "--engine", "sglang", "--site", str(site), "--no-probes")
     turn_on = [ln for ln in out.splitlines() if ln.strip().startswith("turn on:") and "allreduce" in ln]
     assert code == 0 and turn_on, out
-    assert "unless" not in turn_on[0] and "sglang/eagle3-fused-allreduce-capture, applied here, fixes that" in turn_on[0]
+    assert "unless" not in turn_on[0]
+    assert "sglang/eagle3-fused-allreduce-capture, applied here, fixes that" in turn_on[0]
