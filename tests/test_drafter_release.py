@@ -627,3 +627,31 @@ def test_sglang_eagle_algorithm_facts_hold_on_every_release() -> None:
         assert "load_token_map(" in spec and "set_embed_and_head(embed, head)" in spec, version
         assert "is_eagle3()" in runner and "eagle_aux_hidden_state_layer_ids" in runner, version
         assert "if hidden_states.shape[-1] != embeds.shape[-1]:" in drafter, version
+
+
+def test_vllm_v2_reads_eagle_config_layer_ids_from_the_release_the_facts_name() -> None:
+    """Issue 32 case 7: eagle_config["layer_ids"] is the v2 runner's last fallback from 0.27.0
+    (get_eagle3_aux_layers_from_config), read on every cached release."""
+    since = facts.SINCE["vllm"][facts.V2_EAGLE_LAYER_IDS]
+    for version, tree in _trees("vllm"):
+        utils = tree / "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+        reads = utils.is_file() and 'drafter_config.get("layer_ids")' in utils.read_text()
+        assert reads == (version >= since), version
+
+
+@pytest.mark.parametrize("engine, version, runner, taken", [
+    ("vllm", "0.34.0", "v2", ([3, 30, 57], "eagle_config.layer_ids")),
+    ("vllm", "0.26.0", "v2", (None, "default")),
+    ("vllm", "0.33.0", "v1", (None, "default")),
+    ("sglang", "0.5.23", "", (None, "default")),
+])
+def test_which_key_each_release_reads_for_eagle_config_layer_ids(engine, version, runner, taken) -> None:
+    release = from_version(engine, Version(version))
+    got = facts.ids_taken(release, runner, None, None, [3, 30, 57])
+    assert (got.ids, got.source) == taken
+    if got.ids is None:
+        assert "layer_ids" in got.why  # says why the key it states is not read
+    # the top level and eagle_config's eagle_aux_hidden_state_layer_ids both win over layer_ids
+    if engine == "vllm":
+        assert facts.ids_taken(release, runner, [2, 30, 58], None, [3, 30, 57]).ids == [2, 30, 58]
+    assert facts.ids_taken(release, runner, None, [4, 30, 56], [3, 30, 57]).ids in ([4, 30, 56], None)

@@ -46,6 +46,7 @@ class DrafterConfig:
     rope_parameters: dict | None = None  # transformers 5's layout (speculators writes only this)
     switches: tuple[str, ...] = ()  # EAGLE 3.1 switches the config turns on (facts.EAGLE31_SWITCHES)
     switches_off: tuple[str, ...] = ()  # EAGLE 3.1 switches the config sets to false, explicitly
+    eagle_layer_ids: tuple[int, ...] | None = None  # `eagle_config.layer_ids` (vLLM's v2 runner, 0.27.0+, last)
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ def parse_drafter_config(config: dict, where: Path) -> DrafterConfig:
                         where)
         ids = in_eagle if in_eagle is not None else top
         fmt = EAGLE3_LLAMA if any("Eagle3" in a for a in architectures) else OTHER
+    layer_ids = _ids(eagle.get("layer_ids"), "eagle_config.layer_ids", where)
     use_aux = eagle.get("use_aux_hidden_state", True)
     if not isinstance(use_aux, bool):
         raise DrafterInputError(f"{where}: eagle_config.use_aux_hidden_state is not true/false",
@@ -151,6 +153,7 @@ def parse_drafter_config(config: dict, where: Path) -> DrafterConfig:
         aux_layer_ids=ids,
         top_aux_ids=top,
         eagle_aux_ids=in_eagle,
+        eagle_layer_ids=layer_ids,
         use_aux_hidden_state=use_aux,
         max_position_embeddings=_int(layer, "max_position_embeddings", where),
         rope_theta=_num(layer, "rope_theta", where),

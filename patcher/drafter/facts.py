@@ -60,11 +60,15 @@ MULTI_LAYER_LLAMA = "builds a multi-layer Llama drafter"  # vLLM: before it, one
 V2_RUNNER = "has the v2 model runner"  # vllm/v1/worker/gpu/, VLLM_USE_V2_MODEL_RUNNER=1
 V2_AUX = "has the v2 runner's EAGLE-3 aux path"  # gpu/spec_decode/eagle/eagle3_utils.py
 V1_EAGLE_CONFIG_IDS = "v1 reads eagle_config ids"
+# The v2 runner's last fallback: eagle_config["layer_ids"], as given, when nothing else states ids
+# (get_eagle3_aux_layers_from_config; tests/test_drafter_release.py reads it on every release).
+V2_EAGLE_LAYER_IDS = "v2 reads eagle_config.layer_ids"
 SKIPS_INPUT_NORM = "skips input_norm.* when norm_before_fc is off"
 MAPS_LAYERS0 = "maps layers.0.* itself"  # SGLang: legacy_name_map, #24663 (0.5.12 moved to self.layers)
 SINCE: dict[str, dict[str, Version]] = {
     "vllm": {SPECULATORS_CONFIG: Version("0.10.1.1"), MULTI_LAYER_LLAMA: Version("0.11.1"),
              V2_RUNNER: Version("0.12.0"), V2_AUX: Version("0.17.0"), V1_EAGLE_CONFIG_IDS: Version("0.22.0"),
+             V2_EAGLE_LAYER_IDS: Version("0.27.0"),
              SKIPS_INPUT_NORM: Version("0.18.0")},
     "sglang": {MAPS_LAYERS0: Version("0.5.12")},
 }
@@ -255,16 +259,27 @@ class IdsTaken:
     why: str = ""  # why ids the drafter states were not read
 
 
-def ids_taken(release: Release, runner: str, top: list[int] | None, in_eagle: list[int] | None) -> IdsTaken:
-    """The aux layer ids an engine path reads from the drafter's config.json."""
+def ids_taken(release: Release, runner: str, top: list[int] | None, in_eagle: list[int] | None,
+              layer_ids: list[int] | None = None) -> IdsTaken:
+    """The aux layer ids an engine path reads from the drafter's config.json. Which key wins, in
+    order: vLLM: the top level, then eagle_config's eagle_aux_hidden_state_layer_ids (v1 0.22.0+, or
+    patched), then, on the v2 runner from 0.27.0 only, eagle_config's layer_ids; SGLang: eagle_config's
+    eagle_aux_hidden_state_layer_ids alone (layer_ids is never read)."""
     if release.name == "sglang":
         if in_eagle is not None:
             return IdsTaken(in_eagle, "eagle_config")
-        why = "SGLang reads ids only from eagle_config" if top is not None else ""
+        why = ("SGLang reads ids only from eagle_config's eagle_aux_hidden_state_layer_ids"
+               if top is not None or layer_ids is not None else "")
         return IdsTaken(None, "default", why)
     if top is not None:
         return IdsTaken(top, "top-level")  # both runners, every release; it wins over eagle_config
     if in_eagle is None:
+        if layer_ids is not None and runner == V2 and since(release, V2_EAGLE_LAYER_IDS):
+            return IdsTaken(layer_ids, "eagle_config.layer_ids")
+        if layer_ids is not None:
+            where = ("the v1 runner never reads eagle_config.layer_ids" if runner == V1 else
+                     f"the v2 runner reads eagle_config.layer_ids only from {SINCE['vllm'][V2_EAGLE_LAYER_IDS]}")
+            return IdsTaken(None, "default", where)
         return IdsTaken(None, "default")
     if _fixed(release, CONFIG_AUX_IDS_FAMILY):
         return IdsTaken(in_eagle, "eagle_config")
@@ -302,7 +317,7 @@ class Capture:
 
 
 def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list[int] | None,
-            target_arch: str | None, n: int | None) -> Capture | None:
+            target_arch: str | None, n: int | None, layer_ids: list[int] | None = None) -> Capture | None:
     """None: not known (no release, the default without the target's layer count, or the capture
     family ``unknown`` on this release: nothing places it, so nothing is said of what it captures)."""
     if target_arch is not None and target_arch not in MLA_TARGETS:
@@ -322,7 +337,7 @@ def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list
                        f"(sglang/{K25_CAPTURE_FAMILY} is {release.state(K25_CAPTURE_FAMILY)})", nothing=True)
     elif target_arch in MLA_TARGETS and shift_rule(release) is None and release.version is not None:
         return Capture([], [], "its DeepSeek model has no EAGLE-3 aux capture", nothing=True)
-    taken = ids_taken(release, runner, top, in_eagle)
+    taken = ids_taken(release, runner, top, in_eagle, layer_ids)
     cap = aux_capture(release, taken.ids, n)
     if cap is None:
         return None

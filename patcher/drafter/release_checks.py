@@ -180,6 +180,9 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
     want = trained if trained is not None else (facts.default_aux_layer_ids(n) if n is not None else None)
     top = list(d.top_aux_ids) if d.top_aux_ids is not None else None
     in_eagle = list(d.eagle_aux_ids) if d.eagle_aux_ids is not None else None
+    layer_ids = list(d.eagle_layer_ids) if d.eagle_layer_ids is not None else None
+    if want is None and layer_ids is not None:
+        want = layer_ids  # the only ids the drafter states: what it was trained on, as far as it says
     applied = facts.after_apply(release)
     if release.name == "vllm":
         default = facts.vllm_default_runner(release, arch)
@@ -192,8 +195,8 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
                         "the release picks it by the target's architecture, and the target's config was not read; "
                         "each runner's capture follows", hint="pass --target with the target's local folder"))
     for runner in runners:
-        now = facts.capture(release, runner, top, in_eagle, arch, n)
-        later = facts.capture(applied, runner, top, in_eagle, arch, n)
+        now = facts.capture(release, runner, top, in_eagle, arch, n, layer_ids)
+        later = facts.capture(applied, runner, top, in_eagle, arch, n, layer_ids)
         if now is None:
             continue
         who = release.label()
