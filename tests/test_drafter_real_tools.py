@@ -142,13 +142,15 @@ def test_vllm_0_15_1_as_published_captures_nothing_for_deepseek(tmp_path: Path) 
         "0.17.0); the drafter was trained on [2, 30, 58]")
 
 
-def test_sglang_0_5_9_as_published_captures_nothing_for_k25(tmp_path: Path) -> None:
+def test_sglang_0_5_9_as_published_stops_at_load_for_k25(tmp_path: Path) -> None:
+    """Issue 32 case 8: not "captures nothing": the load stops with an AttributeError."""
     drafter = rd.specforge_kimi(tmp_path)
     code, f = check(drafter, rd.kimi_target(tmp_path), "sglang", "0.5.9")
     cap = f["aux.capture"]
-    assert (code, cap["level"], cap["found"]) == (1, "problem", "nothing")
+    assert (code, cap["level"], cap["found"]) == (1, "problem", "the load stops (AttributeError)")
     assert cap["message"] == (
-        "sglang 0.5.9 captures nothing (the Kimi-K2.5 wrapper has no EAGLE-3 hooks (sglang/k25-aux-capture is "
+        "sglang 0.5.9 stops at load with an AttributeError, before anything is captured (the Kimi-K2.5 wrapper has "
+        "no set_eagle3_layers_to_capture, which the model runner calls for EAGLE3 (sglang/k25-aux-capture is "
         "pending)); after 'patcher apply --engine sglang' it captures [2, 30, 58] in eager and graph mode (adds 1 "
         "only to an id list starting at 1 (0.5.13's rule)); the drafter was trained on [2, 30, 58]")
 

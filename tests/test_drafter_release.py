@@ -25,6 +25,7 @@ from patcher.drafter.fix import still_wrong
 from patcher.drafter.release import FamilyState, from_version
 from patcher.maintainer import wheels
 from patcher.manifest import contains
+from patcher.plan import State
 from tests.test_drafter import (
     T,
     check_json,
@@ -655,3 +656,25 @@ def test_which_key_each_release_reads_for_eagle_config_layer_ids(engine, version
     if engine == "vllm":
         assert facts.ids_taken(release, runner, [2, 30, 58], None, [3, 30, 57]).ids == [2, 30, 58]
     assert facts.ids_taken(release, runner, None, [4, 30, 56], [3, 30, 57]).ids in ([4, 30, 56], None)
+
+
+def test_sglang_k25_wrapper_without_the_capture_hook_stops_the_load() -> None:
+    """Issue 32 case 8: where sglang/k25-aux-capture is not upstream and the release registers the
+    K2.5 wrapper (0.5.9), the wrapper has no set_eagle3_layers_to_capture and the model runner calls
+    it for EAGLE3 without a guard: an AttributeError at load, not a server that captures nothing."""
+    from patcher import engines
+    from patcher.drafter.release import from_install
+
+    seen = 0
+    for version, tree in _trees("sglang"):
+        release = from_install(engines.find("sglang", site=tree))
+        wrapper = tree / "sglang/srt/models/kimi_k25.py"
+        if not wrapper.is_file() or release.state("k25-aux-capture") in (State.UPSTREAM, State.REFUSED):
+            continue
+        seen += 1
+        assert "def set_eagle3_layers_to_capture" not in wrapper.read_text(), version
+        runner = (tree / "sglang/srt/model_executor/model_runner.py").read_text()
+        assert "self.model.set_eagle3_layers_to_capture(" in runner and "hasattr(self.model, \"set_eagle3" not in runner
+        cap = facts.capture(release, "", None, None, facts.K25_TARGET, 61)
+        assert cap is not None and cap.stops == "AttributeError", version
+    assert seen >= 1

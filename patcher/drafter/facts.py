@@ -314,6 +314,7 @@ class Capture:
     graph: list[int]  # [] with eager ids: the default, N unknown
     why: str
     nothing: bool = False  # the target captures no aux hidden states at all
+    stops: str = ""  # the load stops before anything is captured, with this error
 
 
 def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list[int] | None,
@@ -333,8 +334,11 @@ def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list
         if runner == V2 and since(release, V2_AUX) is False:
             return Capture([], [], f"the v2 runner has no EAGLE-3 aux path before {VLLM_V2_AUX_SINCE}", nothing=True)
     elif target_arch == K25_TARGET and _fixed(release, K25_CAPTURE_FAMILY) is False:
-        return Capture([], [], f"the Kimi-K2.5 wrapper has no EAGLE-3 hooks "
-                       f"(sglang/{K25_CAPTURE_FAMILY} is {release.state(K25_CAPTURE_FAMILY)})", nothing=True)
+        # The model runner calls set_eagle3_layers_to_capture on the target for EAGLE3, unguarded, and
+        # the wrapper has none (tests/test_drafter_release.py reads both on the releases concerned).
+        return Capture([], [], f"the Kimi-K2.5 wrapper has no set_eagle3_layers_to_capture, which the model "
+                       f"runner calls for EAGLE3 (sglang/{K25_CAPTURE_FAMILY} is {release.state(K25_CAPTURE_FAMILY)})",
+                       nothing=True, stops="AttributeError")
     elif target_arch in MLA_TARGETS and shift_rule(release) is None and release.version is not None:
         return Capture([], [], "its DeepSeek model has no EAGLE-3 aux capture", nothing=True)
     taken = ids_taken(release, runner, top, in_eagle, layer_ids)

@@ -155,6 +155,8 @@ def check_aux_ids(d: DrafterConfig, t: TargetConfig | None) -> list[Finding]:
 
 
 def _modes(cap: facts.Capture) -> str:
+    if cap.stops:
+        return f"stops at load with an {cap.stops}, before anything is captured"
     if cap.nothing:
         return "captures nothing"
     if cap.graph != cap.eager:
@@ -211,7 +213,7 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
         message = f"{who} {_modes(now)} ({now.why})"
         if later is not None and (later.eager, later.graph, later.nothing) != (now.eager, now.graph, now.nothing):
             message += f"; after '{release.apply_command()}' it {_modes(later)} ({later.why})"
-        elif later is not None and later.nothing and later.why != now.why:
+        elif later is not None and later.nothing and later.why != now.why and not later.stops:
             message += f"; after '{release.apply_command()}' it still captures nothing ({later.why})"
         good, good_later = _matches(now, want), _matches(later, want)
         code = "aux.capture" if runner == default else f"aux.capture.{runner}"
@@ -219,7 +221,8 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
             out.append(ok(code, message))
             continue
         trained_text = f"; the drafter was trained on {_ids_text(want, n)}"
-        found = ("nothing" if now.nothing else f"eager {now.eager}, graph {now.graph or '(default, N unknown)'}")
+        found = (f"the load stops ({now.stops})" if now.stops else "nothing" if now.nothing else
+                 f"eager {now.eager}, graph {now.graph or '(default, N unknown)'}")
         level = problem if runner == default else hint
         out.append(level(code, message + trained_text, wanted=f"capture {want} in both modes", found=found,
                          hint=_capture_hint(release, d, want, n, good_later)))
