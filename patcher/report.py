@@ -55,7 +55,10 @@ def as_text(r: Report, strict: bool, said: dict[str, str] | None = None) -> list
         fid = s.family.id
         variant = f" [{s.variant}]" if s.variant and s.state in (State.APPLIED, State.PENDING, State.LOST) else ""
         untested = " (untested release)" if s.untested and s.state is not State.UNKNOWN else ""
-        out.append(f"  {_mark(s):4} {fid}: {s.state.value}{untested}{variant}: {s.detail}")
+        if r.action == "revert" and s.state is State.PENDING:  # what revert is for: not a to-do
+            out.append(f"  {'ok':4} {fid}: as published: nothing of ours in its files")
+        else:
+            out.append(f"  {_mark(s):4} {fid}: {s.state.value}{untested}{variant}: {s.detail}")
         if s.state is State.APPLIED and _enable(s):
             out.append(_once("turn on", _as_it_stands(" ".join(_enable(s).split()), r.statuses), fid, said))
         for w in s.warnings:

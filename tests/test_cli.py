@@ -698,3 +698,15 @@ def test_a_turn_on_line_says_the_fix_it_names_as_the_install_stands(tmp_path):
     assert code == 0 and turn_on, out
     assert "unless" not in turn_on[0]
     assert "sglang/eagle3-fused-allreduce-capture, applied here, fixes that" in turn_on[0]
+
+
+@pytest.mark.wheels
+def test_revert_does_not_list_its_own_goal_as_a_to_do(tmp_path):
+    """Issue 34 item 7: after revert every family printed 'todo ... pending: variant v5 is not applied yet'."""
+    site = tmp_path / "site"
+    shutil.copytree(wheels.tree("sglang", "0.5.9"), site)
+    assert cli("apply", "--engine", "sglang", "--site", str(site), "--no-probes")[0] == 0
+    code, out, _ = cli("revert", "--engine", "sglang", "--site", str(site), "--no-probes")
+    families = [ln for ln in out.splitlines() if ln.startswith("  ") and "sglang/" in ln and ":" in ln]
+    assert code == 0 and families and not [ln for ln in families if ln.lstrip().startswith("todo")]
+    assert "  ok   sglang/eagle3-drafter-keys: as published: nothing of ours in its files" in families
