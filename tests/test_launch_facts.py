@@ -76,12 +76,19 @@ def test_v2_runner_default_by_architecture_until_0_29_0(engine: str, version: st
     """0.22.0-0.28.0 choose v2 by an architecture list without DeepSeek-V3/Kimi; 0.29.0+ for every model."""
     tree = wheels.tree(engine, version)
     source = (tree / "vllm" / "config" / "vllm.py").read_text()
-    fn = next(n for n in ast.walk(ast.parse(source))
-              if isinstance(n, ast.FunctionDef) and n.name == "use_v2_model_runner")
+    fn = next((n for n in ast.walk(ast.parse(source))
+               if isinstance(n, ast.FunctionDef) and n.name == "use_v2_model_runner"), None)
+    if fn is None:  # 0.34.0: no choice left, v2 is the only runner the release ships
+        assert launch_facts.vllm_runners(Version(version), tree) == ("v2",)
+        assert launch_facts.default_v2_architectures(tree) is None
+        return
     by_architecture = "_is_default_v2_model_runner_model" in ast.unparse(fn)
     assert by_architecture == (Version(version) < launch_facts.V2_RUNNER_DEFAULT_SINCE)
+    # the list the check reads from the release is the one this test reads, where the release uses one
+    assert (launch_facts.default_v2_architectures(tree) is not None) == by_architecture
     if by_architecture:
         assert not _default_v2_architectures(tree) & launch_facts.KIMI_ARCHITECTURES
+        assert launch_facts.default_v2_architectures(tree) == _default_v2_architectures(tree)
 
 
 @pytest.mark.wheels
