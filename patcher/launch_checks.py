@@ -13,7 +13,7 @@ from . import launch_facts
 from .drafter.configs import TargetConfig
 from .drafter.findings import Finding, hint, ok, problem
 from .drafter.release import Release
-from .launch_command import LaunchCommand
+from .launch_command import LaunchCommand, speculative_method
 from .plan import State
 
 
@@ -120,7 +120,9 @@ def runner_findings(release: Release, env: dict[str, str], variables: dict[str, 
                         hint=f"unset {launch_facts.V2_RUNNER_ENV}, or use vllm "
                              f"{launch_facts.V2_RUNNER_EAGLE3_SINCE} or newer")]
     if runner.name == "unknown":
-        return [hint("launch.runner", runner.why, hint="put the target's local folder in the command")]
+        what = ("file an issue with 'patcher verify --json'" if "moved" in runner.why else
+                "put the target's local folder in the command")
+        return [hint("launch.runner", runner.why, hint=what)]
     out = [ok("launch.runner", f"the {runner.name} model runner: {runner.why}")]
     return out + _eagle3_pp_findings(release, runner, target, cmd)
 
@@ -148,7 +150,7 @@ def fusion_findings(release: Release, cmd: LaunchCommand, target: TargetConfig |
     """SGLang 0.5.4.post2-0.5.13.post1 capture the aux states before the fused allreduce."""
     assert release.version is not None
     code = "launch.allreduce_fusion"
-    if cmd.drafter is None or [a.upper() for a in cmd.values("--speculative-algorithm")][-1:] != ["EAGLE3"]:
+    if cmd.drafter is None or speculative_method(cmd) != "EAGLE3":
         return []  # no EAGLE-3 aux capture for the fusion to meet (the drafter check says what runs)
     tp = cmd.tp or 1
     family = release.family(launch_facts.FUSED_CAPTURE_FAMILY)

@@ -271,6 +271,9 @@ def vllm_runner(version: Version, env: dict[str, str], env_var: EnvVar | None,
                 default_v2: frozenset[str] | None = None) -> Runner:
     """The runner the launch uses; "unknown" when it hangs on a target doctor cannot place;
     "refused" when the server does not start with this environment."""
+    if not runners:
+        return Runner("unknown", f"vllm {version} has neither {V1_RUNNER_FILE} nor {V2_RUNNER_FILE}: its runners "
+                                 "moved, and which one a launch uses is not known")
     if "v1" not in runners:
         value = env.get(V2_RUNNER_ENV)
         if value is not None and value != "1" and refuses_v2_env:

@@ -137,3 +137,17 @@ def test_an_unknown_capture_family_is_never_read_as_captures_nothing(tmp_path):
     shipped = facts.after_apply(drafter_release.from_install(install))
     cap = facts.capture(shipped, facts.V2, None, [1, 29, 57], "DeepseekV3ForCausalLM", 61)
     assert cap is not None and not cap.nothing and cap.eager == [1, 29, 57]
+
+
+def test_a_release_whose_runner_files_moved_has_an_unknown_runner(tmp_path):
+    """Check 7 of the review: runners are read from fixed files; a release that moves both is not
+    'v2 only' (or v1), it is unknown."""
+    from packaging.version import Version
+
+    from patcher import launch_facts
+
+    (tmp_path / "vllm").mkdir()
+    runners = launch_facts.vllm_runners(Version("0.40.0"), tmp_path)
+    assert runners == ()
+    got = launch_facts.vllm_runner(Version("0.40.0"), {}, None, ("DeepseekV3ForCausalLM",), runners=runners)
+    assert got.name == "unknown" and "moved" in got.why

@@ -14,7 +14,7 @@ from . import facts
 from .checkpoint import Checkpoint
 from .configs import SPECULATORS, DrafterConfig, TargetConfig
 from .findings import Finding, hint, ok, problem
-from .flag_checks import check_flags, guess_engine, split_flags
+from .flag_checks import check_flags, flag_values, guess_engine, split_flags
 from .key_names import MODEL_PREFIX, decoder_key, is_known, scheme_of
 from .release import Release
 from .release_checks import (
@@ -76,9 +76,7 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
 
 
 def _last_algorithm(flags: str) -> str | None:
-    argv = split_flags(flags)
-    values = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--speculative-algorithm"]
-    values += [a.split("=", 1)[1] for a in argv if a.startswith("--speculative-algorithm=")]
+    values = flag_values(split_flags(flags), "--speculative-algorithm")
     return values[-1].upper() if values else None
 
 

@@ -17,7 +17,7 @@ from .facts import correct_algorithm_flag
 from .findings import Finding, hint, ok, problem
 
 
-def _values(argv: list[str], flag: str) -> list[str]:
+def flag_values(argv: list[str], flag: str) -> list[str]:
     # Every option is read with its owner's spellings, whichever engine the line is checked for:
     # `--speculative_config` on an SGLang line is still vLLM's flag, named as such.
     owner = "vllm" if flag == "--speculative-config" else "sglang"
@@ -26,9 +26,9 @@ def _values(argv: list[str], flag: str) -> list[str]:
 
 def guess_engine(flags: str) -> str | None:
     argv = split_flags(flags)
-    if _values(argv, "--speculative-config"):
+    if flag_values(argv, "--speculative-config"):
         return "vllm"
-    if _values(argv, "--speculative-algorithm"):
+    if flag_values(argv, "--speculative-algorithm"):
         return "sglang"
     return None
 
@@ -68,10 +68,10 @@ def _other_draft_path(where: str, named: str, drafter: Path) -> Finding:
 def _check_sglang(argv: list[str], drafter: Path) -> list[Finding]:
     out: list[Finding] = []
     want = correct_algorithm_flag("sglang")
-    if _values(argv, "--speculative-config"):
+    if flag_values(argv, "--speculative-config"):
         out.append(problem("flags.engine", "--speculative-config is a vLLM flag; SGLang does not take it",
                            wanted=want, found="--speculative-config"))
-    algos = _values(argv, "--speculative-algorithm")
+    algos = flag_values(argv, "--speculative-algorithm")
     if not algos:
         out.append(problem("flags.algorithm", "no --speculative-algorithm: SGLang will not use the drafter",
                            wanted=want, found="(absent)"))
@@ -87,7 +87,7 @@ def _check_sglang(argv: list[str], drafter: Path) -> list[Finding]:
     else:
         out.append(problem("flags.algorithm", f"--speculative-algorithm {algos[-1]} does not run an EAGLE-3 drafter",
                            wanted=want, found=f"--speculative-algorithm {algos[-1]}"))
-    paths = _values(argv, "--speculative-draft-model-path")
+    paths = flag_values(argv, "--speculative-draft-model-path")
     if paths and not _same_path(paths[-1], drafter):
         out.append(_other_draft_path("--speculative-draft-model-path", paths[-1], drafter))
     return out
@@ -96,10 +96,10 @@ def _check_sglang(argv: list[str], drafter: Path) -> list[Finding]:
 def _check_vllm(argv: list[str], drafter: Path, speculators_config: bool) -> list[Finding]:
     out: list[Finding] = []
     want = correct_algorithm_flag("vllm")
-    if _values(argv, "--speculative-algorithm"):
+    if flag_values(argv, "--speculative-algorithm"):
         out.append(problem("flags.engine", "--speculative-algorithm is an SGLang flag; vLLM does not take it",
                            wanted=want, found="--speculative-algorithm"))
-    configs = _values(argv, "--speculative-config")
+    configs = flag_values(argv, "--speculative-config")
     if not configs:
         out.append(problem("flags.algorithm", "no --speculative-config: vLLM will not use the drafter",
                            wanted=want, found="(absent)"))

@@ -18,6 +18,7 @@ CLI: ``python -m patcher.maintainer.leave_out vllm 0.32.0 0.33.0 0.34.0`` prints
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -64,11 +65,12 @@ def cut(root: Path, engine: str, version: str, dest: Path) -> Path:
         for b in kept:
             when = b.field("when") if b.kind == "probe" else None
             if isinstance(when, list) and gone & set(when):
-                manifest_edit._set_when(b, [w for w in when if w not in gone])
-        text = "".join("".join(b.lines) for b in kept)
-        for vid in gone:  # a sample naming a variant nobody knew yet
-            text = text.replace(f'"{vid}", ', "").replace(f', "{vid}"', "").replace(f'"{vid}"', "")
-        toml.write_text(text)
+                manifest_edit.set_when(b, [w for w in when if w not in gone])
+        sample = kept[0].field("mutation_sample")  # a sample naming a variant nobody knew yet
+        if isinstance(sample, list) and gone & set(sample):
+            kept[0].lines = [f"mutation_sample = {json.dumps([v for v in sample if v not in gone])}\n"
+                             if ln.startswith("mutation_sample") else ln for ln in kept[0].lines]
+        toml.write_text("".join("".join(b.lines) for b in kept))
     return dest
 
 

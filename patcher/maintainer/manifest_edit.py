@@ -110,11 +110,11 @@ def add_variant(text: str, source: str, new_id: str, version: str, releases: lis
         when = b.field("when")
         if isinstance(when, list) and source in when and new_id not in when:
             when.insert(when.index(source) + 1, new_id)
-            _set_when(b, when)
+            set_when(b, when)
     return "".join("".join(b.lines) for b in parts)
 
 
-def _set_when(block: Block, when: list[str]) -> None:
+def set_when(block: Block, when: list[str]) -> None:
     """Replace the ``when = [...]`` field, on one line or spread over several."""
     start = next(i for i, ln in enumerate(block.lines) if re.match(r"when\s*=", ln))
     end, depth = start, 0
@@ -135,7 +135,7 @@ def _moved_probe(probe: Block, old: str, new: str, new_id: str) -> Block:
             line = f'module = "{new}"\n'
         out.lines.append(line)
     if any(re.match(r"when\s*=", ln) for ln in out.lines):
-        _set_when(out, [new_id])
+        set_when(out, [new_id])
     else:
         out.lines.insert(1, f'when = ["{new_id}"]\n')
     if out.lines[-1].strip():
