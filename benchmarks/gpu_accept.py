@@ -9,7 +9,7 @@ What it does, with fixed seeds:
 1. ``models``: builds a small DeepSeek-V3-architecture target (benchmarks/gpu_accept_parts.py: MLA,
    MoE, 8 layers) and trains it for a minute on the standard library's docstrings, so that its
    greedy output is varied text, not a loop; generates greedy continuations of training prompts with
-   it; trains an EAGLE-3 drafter on the target's own hidden states at aux layers (1, 3, 6), not
+   it; trains an EAGLE-3 drafter on the target's own hidden states at aux layers (3, 6, 7), not
    vLLM's default (2, 4, 5), with training-time test over 3 draft steps, until its offline
    acceptance on held-out continuations is high; saves it as SpecForge lays drafters out (ids only
    in ``eagle_config``) and as speculators does (ids at the top level).
@@ -20,6 +20,11 @@ What it does, with fixed seeds:
    what ``patcher drafter check`` predicted it would capture.
 3. prints one table (release x layout x runner x mode x state), with the ratio to the reference:
    the pristine row of the layout whose ids the published engine honours.
+4. ``cache`` (its own command): the compile-cache case. The SpecForge-layout drafter is served with
+   CUDA graphs, first with vLLM's default ids (2, 4, 5) in its eagle_config, then edited in place to
+   the trained ids and served again with the cache warm; pristine and patched, each with its own
+   ``VLLM_CACHE_ROOT``. Prints which cache folder (key) each run used, whether it loaded a compiled
+   graph, and the acceptance: a key that misses the edit serves the graph of the old layers.
 
 ``--reuse`` skips step 1 when the work folder already holds the models. Needs torch, transformers,
 safetensors, tokenizers and vLLM; downloads nothing.
@@ -350,35 +355,84 @@ def _predicted(work: Path, drafter: Path, runner: str) -> list[int] | None:
         return None
 
 
+def _serve(work: str, drafter: Path, mode: str, env: dict) -> tuple[int, str, dict | None]:
+    """One ``serve`` in its own process: (exit status, its output, its RESULT or None)."""
+    p = subprocess.run([sys.executable, __file__, "serve", "--work", work, "--drafter", str(drafter), "--mode", mode],
+                       env=env, capture_output=True, text=True)
+    text = p.stdout + p.stderr
+    return p.returncode, text, next((json.loads(ln[7:]) for ln in text.splitlines() if ln.startswith("RESULT ")), None)
+
+
+def _state(state: str) -> None:
+    """The installed vLLM as published (``patcher revert``) or patched (``patcher apply``)."""
+    r = _patcher("revert" if state == "pristine" else "apply")
+    log(f"patcher {'revert' if state == 'pristine' else 'apply'}: exit {r.returncode}\n{r.stdout}{r.stderr}")
+    if r.returncode != 0 and "exit 1:" not in r.stdout:  # exit 1 names families; anything else is a failure
+        raise SystemExit("patcher failed: the rows would not be what they say")
+
+
+def _runner_env(runner: str) -> dict:
+    """The environment of a launch with this runner ("default": whatever the release picks)."""
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_USE_V2_MODEL_RUNNER"}
+    return env if runner == "default" else {**env, "VLLM_USE_V2_MODEL_RUNNER": "1" if runner == "v2" else "0"}
+
+
+def cache_case(args) -> list[parts.CacheRow]:
+    """The compile-cache case: a SpecForge-layout drafter first served with vLLM's default ids in
+    its eagle_config (cache cold), then the same folder edited in place to the trained ids and
+    served again with the cache warm, CUDA graphs on, pristine and patched (each its own cache).
+    A key that misses the edit loads the graph compiled for the old layers."""
+    import shutil
+
+    import vllm
+
+    rows = []
+    for state in ("pristine", "patched"):
+        _state(state)
+        drafter, cache = Path(args.work) / f"drafter-cache-{state}", Path(args.work) / f"vllm-cache-{state}"
+        shutil.rmtree(drafter, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.copytree(Path(args.work) / "drafter-specforge", drafter)
+        env = dict(_runner_env(args.runner), VLLM_CACHE_ROOT=str(cache))
+        for step, ids in (("first", parts.DEFAULT_IDS), ("edited", parts.TRAINED_IDS)):
+            config = json.loads((drafter / "config.json").read_text())
+            parts.write_json(drafter / "config.json", parts.with_eagle_config_ids(config, ids))
+            t0 = time.perf_counter()
+            rc, text, result = _serve(args.work, drafter, "compiled", env)
+            cache_dir, loaded = parts.compile_cache(text)
+            log(f"cache {state} {step} {ids}: exit {rc} in {time.perf_counter() - t0:.0f} s; cache {cache_dir} "
+                f"loaded={loaded}; {None if result is None else result['counters']}")
+            (Path(args.work) / f"serve-cache-{state}-{step}.log").write_text(text[-20000:])
+            if result is None:
+                continue
+            c = result["counters"]
+            rows.append(parts.CacheRow(vllm.__version__, state, step, ids, cache_dir, loaded, result.get("aux_rpc"),
+                                       c["drafts"], c["accepted"], c["per_pos"]))
+    return rows
+
+
 def matrix(args) -> list[parts.Row]:
     import vllm
 
     release, rows = vllm.__version__, []
-    runners = {"default": None, "v1": "0", "v2": "1"}
     for state in ("pristine", "patched"):
-        r = _patcher("revert" if state == "pristine" else "apply")
-        log(f"patcher {'revert' if state == 'pristine' else 'apply'}: exit {r.returncode}\n{r.stdout}{r.stderr}")
-        if r.returncode != 0 and "exit 1:" not in r.stdout:  # exit 1 names families; anything else is a failure
-            raise SystemExit("patcher failed: the rows would not be what they say")
+        _state(state)
         for layout in parts.LAYOUTS:
             drafter = Path(args.work) / f"drafter-{layout}"
             for mode in args.modes.split(","):
-                env = dict(os.environ)
-                if runners[args.runner] is not None:
-                    env["VLLM_USE_V2_MODEL_RUNNER"] = runners[args.runner]
+                env = _runner_env(args.runner)
                 t0 = time.perf_counter()
-                p = subprocess.run([sys.executable, __file__, "serve", "--work", args.work, "--drafter", str(drafter),
-                                    "--mode", mode], env=env, capture_output=True, text=True)
-                text = p.stdout + p.stderr
-                result = next((json.loads(ln[7:]) for ln in text.splitlines() if ln.startswith("RESULT ")), None)
+                rc, text, result = _serve(args.work, drafter, mode, env)
                 # the log line, else what the model inside the worker was set to capture (the v2
                 # runner logs nothing when the ids come from the drafter's config)
                 logged = parts.aux_from_log(text) or (parts.aux_from_log(
                     "Using auxiliary layers from worker: " + str(result.get("aux_rpc"))) if result else None)
-                log(f"{state} {layout} {mode}: exit {p.returncode} in {time.perf_counter() - t0:.0f} s; "
-                    f"logged {logged}; {None if result is None else result['counters']}")
+                cache_dir, loaded = parts.compile_cache(text)
+                log(f"{state} {layout} {mode}: exit {rc} in {time.perf_counter() - t0:.0f} s; "
+                    f"logged {logged}; compile cache {cache_dir} loaded={loaded}; "
+                    f"{None if result is None else result['counters']}")
+                (Path(args.work) / f"serve-{state}-{layout}-{mode}.log").write_text(text[-20000:])
                 if result is None:
-                    (Path(args.work) / f"fail-{state}-{layout}-{mode}.log").write_text(text[-20000:])
                     continue
                 c = result["counters"]
                 predicted = _predicted(Path(args.work), drafter, args.runner)
@@ -392,7 +446,7 @@ def matrix(args) -> list[parts.Row]:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd")
-    for name in ("all", "models", "matrix"):
+    for name in ("all", "models", "matrix", "cache"):
         p = sub.add_parser(name)
         p.add_argument("--work", default="/tmp/gpu-accept")
         p.add_argument("--target-seconds", type=float, default=60)
@@ -411,11 +465,17 @@ def main(argv: list[str]) -> int:
         return serve(args)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    if args.cmd in ("all", "models") and not (args.reuse and (work / "train.json").is_file()):
+    if args.cmd in ("all", "models", "cache") and not (args.reuse and (work / "train.json").is_file()):
         info = train_target(work, args.target_seconds)
         info["sizes"] = (args.prompts, args.new_tokens)
         info.update(train_drafter(work, info, args.drafter_seconds))
         parts.write_json(work / "train.json", {k: v for k, v in info.items() if k not in ("train", "held")})
+    if args.cmd == "cache":
+        rows = cache_case(args)
+        text = parts.cache_table(rows)
+        (work / f"cache-{rows[0].release if rows else 'none'}-{args.runner}.md").write_text(text + "\n")
+        print(text)
+        return 0 if len(rows) == 4 else 1
     if args.cmd in ("all", "matrix"):
         rows = matrix(args)
         text = parts.table(rows)

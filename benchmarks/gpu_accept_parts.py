@@ -28,6 +28,7 @@ HIDDEN = 256
 # vLLM's default for 8 layers is (2, 4, 5): none of these. Not starting at 1 either: SpecForge-layout
 # ids that start at 1 are read as SpecForge's output-of-layer numbering (SGLang 0.5.13's rule).
 TRAINED_IDS = [3, 6, 7]
+DEFAULT_IDS = [2, LAYERS // 2, LAYERS - 3]  # what vLLM captures when a runner reads no ids: (2, 4, 5)
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
 
 TARGET = dict(
@@ -219,6 +220,61 @@ def table(rows: list[Row]) -> str:
         rates = ", ".join(f"{x:.3f}" for x in r.rates()) or "n/a"
         lines.append(f"| {r.release} | {r.layout} | {r.runner} | {r.mode} | {r.state} | {aux} | {pred} | "
                      f"{r.mean_len:.3f} | {rates} | {ratio} | {r.unique_tokens} / {r.unique_bigrams} |")
+    return "\n".join(lines)
+
+
+# --- the compile-cache case --------------------------------------------------------------------
+
+def with_eagle_config_ids(config: dict, ids: list[int]) -> dict:
+    """The drafter's config with its ``eagle_config`` ids replaced, as a user edits them in place."""
+    return {**config, "eagle_config": {**config.get("eagle_config", {}), "eagle_aux_hidden_state_layer_ids": list(ids)}}
+
+
+_CACHE_DIR = re.compile(r"Using cache directory: (\S+) for vLLM's torch\.compile")
+_CACHE_LOAD = re.compile(r"Directly load (?:AOT compilation|the compiled graph)")
+
+
+def compile_cache(text: str) -> tuple[str | None, bool]:
+    """(the compile-cache folder the engine logged, whether it loaded a compiled graph from it)."""
+    m = _CACHE_DIR.search(text)
+    return (m.group(1) if m else None), bool(_CACHE_LOAD.search(text))
+
+
+@dataclass
+class CacheRow:
+    release: str
+    state: str
+    step: str  # "first" (cache cold) | "edited" (ids edited in place, cache warm)
+    ids: list[int]  # what the drafter's eagle_config states at this step
+    cache_dir: str | None
+    loaded: bool
+    aux_model: str | None  # what the model inside the worker was set to capture
+    drafts: int
+    accepted: int
+    per_pos: list[int] = field(default_factory=list)
+
+    @property
+    def mean_len(self) -> float:
+        return 1 + self.accepted / self.drafts if self.drafts else float("nan")
+
+
+def cache_table(rows: list[CacheRow]) -> str:
+    """One line per run; "key" says whether the edit changed the compile cache's folder (its hash)."""
+    head = ("| release | state | step | eagle_config ids | compile cache | model set to capture | "
+            "mean accepted length | acceptance per position |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    first: dict[str, CacheRow] = {}
+    for r in rows:
+        if r.step == "first":
+            first[r.state] = r
+            cache = "cold: compiled" if not r.loaded else "loaded (was warm)"
+        else:
+            same = r.state in first and r.cache_dir is not None and r.cache_dir == first[r.state].cache_dir
+            cache = ("same key: compiled graph loaded" if same and r.loaded else
+                     "same key: recompiled" if same else "new key: recompiled" if not r.loaded else "new key: loaded")
+        rates = ", ".join(f"{a / r.drafts:.3f}" for a in r.per_pos) if r.drafts else "n/a"
+        lines.append(f"| {r.release} | {r.state} | {r.step} | {tuple(r.ids)} | {cache} | {r.aux_model or '?'} | "
+                     f"{r.mean_len:.3f} | {rates} |")
     return "\n".join(lines)
 
 

@@ -143,3 +143,42 @@ def test_the_corpus_is_text_the_standard_library_ships():
     assert len(vocab) == parts.VOCAB == len(set(vocab)) and vocab[:4] == parts.SPECIALS
     index = {w: i for i, w in enumerate(vocab)}
     assert parts.encode("Return the value.", index) == [index["return"], index["the"], index["value"], index["."]]
+
+
+def _logged_formats(version: str, path: str, start: str) -> list[str]:
+    """The logger format strings of one release file that begin with ``start`` (adjacent literals joined)."""
+    import ast
+
+    from patcher.maintainer import wheels
+
+    tree = ast.parse((wheels.tree("vllm", version) / path).read_text())
+    found = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    return [s for s in found if s.startswith(start)]
+
+
+def test_the_cache_case_reads_the_release_s_own_compile_cache_lines():
+    """The cache case decides 'same key, loaded' from vLLM's own log lines: formatted here from the
+    format strings of the 0.22.1 wheel, the release the case runs on."""
+    (using,) = _logged_formats("0.22.1", "vllm/compilation/backends.py", "Using cache directory")
+    (aot,) = _logged_formats("0.22.1", "vllm/compilation/decorators.py", "Directly load AOT")
+    folder = "/w/vllm-cache-pristine/torch_compile_cache/4d1e0f/rank_0_0/backbone"
+    assert parts.compile_cache("INFO " + using % folder + "\n") == (folder, False)
+    assert parts.compile_cache(using % folder + "\n" + aot % "/w/x/model") == (folder, True)
+    assert parts.compile_cache("nothing") == (None, False)
+
+
+def test_the_cache_table_says_whether_the_edit_changed_the_key():
+    edited = parts.with_eagle_config_ids(parts.specforge_config(parts.DEFAULT_IDS), parts.TRAINED_IDS)
+    assert parts.ids_stated(edited) == (None, parts.TRAINED_IDS)
+    assert edited["eagle_config"]["use_aux_hidden_state"] is True  # the rest of eagle_config is kept
+    assert parts.DEFAULT_IDS == [2, 4, 5]
+    row = lambda state, step, ids, folder, loaded, acc: parts.CacheRow(  # noqa: E731
+        "0.22.1", state, step, ids, folder, loaded, str(tuple(ids)), 100, acc, [acc, 0, 0])
+    text = parts.cache_table([row("pristine", "first", [2, 4, 5], "/a", False, 20),
+                              row("pristine", "edited", [3, 6, 7], "/a", True, 20),
+                              row("patched", "first", [2, 4, 5], "/b", False, 20),
+                              row("patched", "edited", [3, 6, 7], "/c", False, 50)]).splitlines()
+    assert len(text) == 6
+    assert "| pristine | edited | (3, 6, 7) | same key: compiled graph loaded |" in text[3]
+    assert "| patched | edited | (3, 6, 7) | new key: recompiled |" in text[5]
+    assert text[5].endswith("| 1.500 | 0.500, 0.000, 0.000 |")

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from patcher import engines, manifest, matrix, probes
+from patcher import engines, manifest, matrix, probe_child, probes
 from patcher.__main__ import main as patcher_main
 from patcher.maintainer import cpu_env, wheels
 from patcher.plan import State, Status
@@ -207,13 +207,15 @@ def run_mutant(python: Path, fam: manifest.Family, diff: str, text: str) -> tupl
             (fr,) = report[0]["families"]
             if fr["state"] != "applied":
                 return "apply refused", f"state {fr['state']}: {fr['detail']}"[:200]
-            failed = [p for p in fr["probes"] if p["status"] != "passed"]
-            if not fr["probes"]:
+            # A probe of a module the release does not ship is no verdict either way (as in verify).
+            ran = [p for p in fr["probes"] if p["status"] != probe_child.ABSENT]
+            failed = [p for p in ran if p["status"] != "passed"]
+            if not ran:
                 return "not detected", "no probe ran"
             if failed:
                 what = "probe failed" if any(p["status"] == "failed" for p in failed) else "not detected"
                 return what, "; ".join(f"{p['id']}: {p['status']}: {p['detail']}" for p in failed)[:300]
-            return "probes passed", ", ".join(p["id"] for p in fr["probes"])
+            return "probes passed", ", ".join(p["id"] for p in ran)
         finally:
             _cli("revert", *common, "--no-probes", "--json")
 
@@ -232,7 +234,7 @@ def score_variant(fam: manifest.Family, variant: manifest.Variant, release: str,
         try:
             if only_hunk is None or single:
                 res = pristine_probes(python, fam, variant.id)
-                bad = [r for r in res if r["status"] != "passed"]
+                bad = [r for r in res if r["status"] not in ("passed", probe_child.ABSENT)]
                 outcome = "probe failed" if any(r["status"] == "failed" for r in bad) else "probes pass unpatched"
                 rows.append(Row(fam.id, variant.id, release, "pristine", outcome,
                                 "; ".join(f"{r['id']}: {r['status']}: {r['detail']}" for r in bad or res)[:300]))

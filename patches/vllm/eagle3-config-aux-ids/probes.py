@@ -138,7 +138,7 @@ def _compile_key(module, hf_config, draft_model_config=None) -> str:
     read only method and the hf_config); from 0.34.0 SpeculativeConfig.compile_factors, which walks every
     dataclass field, so the stand-in is a real instance holding each field's default."""
     config = module.SpeculativeConfig
-    draft = draft_model_config or SimpleNamespace(hf_config=hf_config)
+    draft = draft_model_config or _FixedDraft(hf_config)
     if hasattr(config, "compute_hash"):
         spec = SimpleNamespace(method="eagle3", draft_model_config=draft, enable_adaptive_verification=False)
         return config.compute_hash(spec)
@@ -152,6 +152,20 @@ def _compile_key(module, hf_config, draft_model_config=None) -> str:
     object.__setattr__(spec, "method", "eagle3")
     object.__setattr__(spec, "draft_model_config", draft)
     return hash_factors(config.compile_factors(spec))
+
+
+class _FixedDraft:
+    """A draft ModelConfig whose own hash is fixed (0.26.0+ fold it into the key): what is left to
+    differ between two keys is the ids factor the runners' ids go into."""
+
+    def __init__(self, hf_config):
+        self.hf_config = hf_config
+
+    def compute_hash(self) -> str:
+        return "fixed draft"
+
+    def compile_factors(self) -> dict:
+        return {"draft": "fixed"}
 
 
 def _default(f):
