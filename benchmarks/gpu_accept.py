@@ -36,6 +36,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -382,8 +383,6 @@ def cache_case(args) -> list[parts.CacheRow]:
     its eagle_config (cache cold), then the same folder edited in place to the trained ids and
     served again with the cache warm, CUDA graphs on, pristine and patched (each its own cache).
     A key that misses the edit loads the graph compiled for the old layers."""
-    import shutil
-
     import vllm
 
     rows = []

@@ -90,6 +90,13 @@ def _from_files(family: Family, variant: Variant, files: Files, record: dict | N
                       hint="run 'patcher apply'", untested=untested, files=states)
     if kinds <= {FileState.APPLIED, FileState.PRISTINE}:
         done = sorted(p for p, s in states.items() if s is FileState.APPLIED)
+        if record is not None and _written_by_us(record, files):
+            # An earlier patcher release applied a smaller diff (its backups are here): a renewal.
+            todo = sorted(p for p, s in states.items() if s is FileState.PRISTINE)
+            return Status(family, State.CONFLICT, f"holds variant {record['variant']} as an earlier patcher "
+                          f"release wrote it on {record['version']}; this patcher's variant {variant.id} also "
+                          f"changes {', '.join(todo)}", variant.id,
+                          hint=f"'patcher revert --only {family.id}' then 'patcher apply' renews it", files=states)
         return Status(family, State.CONFLICT, f"partially applied: only {', '.join(done)} carry variant {variant.id}",
                       variant.id, hint="'patcher revert --only " + family.id + "' restores the published files",
                       files=states)

@@ -153,3 +153,33 @@ def test_a_release_whose_runner_files_moved_has_an_unknown_runner(tmp_path):
     assert runners == ()
     got = launch_facts.vllm_runner(Version("0.40.0"), {}, None, ("DeepseekV3ForCausalLM",), runners=runners)
     assert got.name == "unknown" and "moved" in got.why
+
+
+@pytest.mark.wheels
+def test_an_install_patched_by_the_variant_before_its_hash_diff_is_renewed_by_the_hint(tmp_path):
+    """E5 had no compile-hash diff until 3 December (the GPU proof). An install patched with that E5
+    is ours, not a hand edit: verify says so, and its hint (revert --only, then apply) renews it."""
+    tree = wheels.tree("vllm", "0.26.0")
+    install = engines.find("vllm", site=tree)
+    old = tmp_path / "patches"
+    shutil.copytree(manifest.PATCHES, old)
+    toml = old / "vllm" / "eagle3-config-aux-ids" / "patch.toml"
+    text = toml.read_text()
+    before = 'id = "E5"\nversions = ">=0.26.0,<0.30.0"\ndiffs = ["v2-reader-dflash.diff", "hash-eagle-config.diff"]'
+    assert before in text
+    toml.write_text(text.replace(before, 'id = "E5"\nversions = ">=0.26.0,<0.30.0"\ndiffs = ["v2-reader-dflash.diff"]'))
+    family = ("vllm/eagle3-config-aux-ids",)
+    rels = {"vllm/config/speculative.py", "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"}
+    site = scratch_site(tree, install, rels, tmp_path / "site")
+    first = actions.apply("vllm", actions.Options(site=site, probes=False, patches=old, only=family))
+    assert first.exit_code(False) == 0
+    opts = actions.Options(site=site, probes=False, only=family)
+    (st,) = actions.verify("vllm", opts).statuses
+    assert st.state is State.CONFLICT
+    assert st.detail.startswith("holds variant E5 as an earlier patcher release wrote it on 0.26.0; this patcher's "
+                                "variant E5 also changes vllm/config/speculative.py")
+    assert st.hint == (f"'patcher revert --only vllm/eagle3-config-aux-ids --site {site}' then "
+                       f"'patcher apply --site {site}' renews it")
+    assert actions.revert("vllm", opts).exit_code(False) == 0
+    r = actions.apply("vllm", opts)
+    assert r.exit_code(False) == 0 and sorted(r.changed) == sorted(rels)

@@ -188,7 +188,8 @@ def compile_hash_takes_eagle_config_ids(module) -> None:
     stated = _compile_key(module, _specforge_spec_config().draft_model_config.hf_config)
     edited = _compile_key(module, _drafter_hf_config(**_eagle_config(OTHER_IDS)))
     assert stated != edited, (
-        f"SpeculativeConfig.compute_hash gives one compile-cache key to drafters whose eagle_config ids "
+        f"SpeculativeConfig's compile-cache key (compute_hash, or compile_factors from 0.34.0) is one key for "
+        f"drafters whose eagle_config ids "
         f"differ ({DRAFTER_IDS} vs {OTHER_IDS}); wanted two: the runners capture those layers, so the "
         f"cached target graph would capture the other drafter's layers")
     # The key follows the ids the runners take, not where the config writes them.
