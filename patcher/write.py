@@ -171,16 +171,27 @@ def tidy(install: Install) -> None:
         home(install).rmdir()
 
 
+def _open_lock(install: Install) -> int:
+    """Open (creating) the lock file. A racing revert's tidy() may remove our folder between
+    mkdir and open: that is no permission problem, so make it again (a few rounds at most)."""
+    for _ in range(20):
+        try:
+            _own_dir(home(install), install)
+            home(install).mkdir(exist_ok=True)
+            return os.open(home(install) / f"{install.engine}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise WriteError(f"cannot write in {install.site}", found=exc.strerror or str(exc),
+                             hint="run as the user that owns the environment (in Docker: before USER)") from None
+    raise WriteError(f"cannot write in {install.site}", found="our folder vanished each time we made it",
+                     hint="is another tool removing files in this environment?")
+
+
 @contextlib.contextmanager
 def locked(install: Install, timeout: float = 600.0) -> Iterator[None]:
     """The exclusive lock of a writing run; a second run waits for the first."""
-    try:
-        _own_dir(home(install), install)
-        home(install).mkdir(exist_ok=True)
-        fd = os.open(home(install) / f"{install.engine}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError as exc:
-        raise WriteError(f"cannot write in {install.site}", found=exc.strerror or str(exc),
-                         hint="run as the user that owns the environment (in Docker: before USER)") from None
+    fd = _open_lock(install)
     try:
         _flock(fd, fcntl.LOCK_EX, install, timeout)
         yield

@@ -382,3 +382,24 @@ def test_verify_takes_the_shared_lock(venv, tmp_path):
             actions.revert(toy.ENGINE, opts)
         assert only(actions.verify(toy.ENGINE, opts)).state is State.APPLIED  # readers share
     assert only(actions.verify(toy.ENGINE, opts)).state is State.APPLIED
+
+
+def test_a_revert_tidying_our_folder_between_mkdir_and_open_is_no_write_error(venv, tmp_path, monkeypatch):
+    """A full revert's tidy() removes our folder; a racing apply that made it a moment before
+    makes it again instead of reporting 'cannot write' (seen once in CI on apply || revert).
+    Broken by: locked() treating that FileNotFoundError as a permission problem."""
+    python, site = venv
+    install(python, tmp_path)
+    inst = _install_of(python)
+    real_open, tidied = os.open, []
+
+    def open_after_tidy(path, *args, **kw):
+        if str(path).endswith(".lock") and not tidied:
+            tidied.append(path)
+            os.rmdir(site / write.DIRNAME)  # what tidy() does in the other process, in the window
+        return real_open(path, *args, **kw)
+
+    monkeypatch.setattr(write.os, "open", open_after_tidy)
+    with write.locked(inst):
+        assert (site / write.DIRNAME / f"{toy.ENGINE}.lock").is_file()
+    assert tidied, "the window was never hit: the test proves nothing"
