@@ -309,3 +309,29 @@ def vllm_runner(version: Version, env: dict[str, str], env_var: EnvVar | None,
                             "architectures other than DeepSeek-V3/Kimi")
     return Runner("unknown", f"{V2_RUNNER_ENV} is not set: vllm {version} picks the runner by the target's "
                              "architecture, and the target is not a DeepSeek-V3/Kimi config doctor could read")
+
+
+ARCH_CONVERTOR_FILE = "vllm/transformers_utils/model_arch_config_convertor.py"
+# What every release with the MLA EAGLE-3 drafter (0.18.0-0.34.0) lists, where no install can be read
+# (tests/test_drafter_release.py reads each cached wheel). Not kimi_k2: vLLM maps it to DeepseekV3Config
+# (transformers_utils/config.py), yet the EAGLE branch does not name it.
+EAGLE_MLA_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp"})
+
+
+def eagle_mla_model_types(site: Path | None) -> frozenset[str] | None:
+    """The drafter ``model_type`` values for which the release runs an EAGLE drafter as MLA: the
+    tuple in ``is_deepseek_mla``'s ``hf_text_config.model_type == "eagle"`` branch (vLLM wraps every
+    HF-format EAGLE-3 drafter config in EAGLEConfig, model_type "eagle"), read from the syntax tree.
+    Another model_type builds Eagle3DeepseekV2ForCausalLM with is_deepseek_mla False: the draft's
+    KV cache and attention backend are chosen for standard attention. None: no files to read."""
+    tree = _parse(site / ARCH_CONVERTOR_FILE) if site is not None else None
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)) if tree is not None else ():
+        if fn.name != "is_deepseek_mla":
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.If) and _compares_to(node.test, "eagle", ast.Eq):
+                tuples = [t for stmt in node.body for t in ast.walk(stmt) if isinstance(t, ast.Tuple)]
+                if tuples:
+                    return frozenset(c.value for c in tuples[0].elts
+                                     if isinstance(c, ast.Constant) and isinstance(c.value, str))
+    return None

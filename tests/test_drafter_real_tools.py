@@ -232,24 +232,46 @@ def test_specforge_fc_norm_drafter_on_sglang_before_0_5_12(tmp_path: Path) -> No
     assert f["keys.unknown"]["level"] == "ok"  # the fc_norm.* weights are said once, by the switch check
 
 
-@pytest.mark.parametrize(("engine", "version", "level", "outcome"), [
-    ("vllm", "0.19.0", "problem", "dropped in silence"),  # nothing reads it: as SpecForge 0.2.0 trained it
-    ("vllm", "0.22.0", "hint", "honoured as EAGLE 3.1's switch"),  # post-norm to the next step: not as trained
-    ("sglang", "0.5.11", "problem", "dropped in silence"),
-    ("sglang", "0.5.13", "hint", "honoured as EAGLE 3.1's switch"),
+@pytest.mark.parametrize(("engine", "version", "runs", "eagle31_todo"), [
+    ("vllm", "0.19.0", "pre-norm state (plain EAGLE-3)", "use vllm 0.22.0 or newer"),  # nothing reads it
+    ("vllm", "0.22.0", "post-norm state (EAGLE 3.1)", "nothing to do"),
+    ("sglang", "0.5.11", "pre-norm state (plain EAGLE-3)", "use sglang 0.5.12 or newer"),
+    ("sglang", "0.5.13", "post-norm state (EAGLE 3.1)", "nothing to do"),
 ])
-def test_specforge_norm_output_is_not_called_ok_as_eagle31(tmp_path: Path, engine: str, version: str, level: str,
-                                                           outcome: str) -> None:
-    """SpecForge 0.2.0's norm_output (true: its default, written out) is the norm before lm_head, with the
-    pre-norm state fed to the next step: plain EAGLE-3. The engines read it as EAGLE 3.1's switch."""
+def test_norm_output_whose_meaning_the_checkpoint_cannot_tell_is_unknown(tmp_path: Path, engine: str, version: str,
+                                                                         runs: str, eagle31_todo: str) -> None:
+    """Issue 32, case 3. SpecForge 0.2.0's norm_output (true: its default, written out) is the norm before
+    lm_head, with the pre-norm state fed to the next step: plain EAGLE-3; EAGLE 3.1's feeds the post-norm
+    state on. An HF-layout Llama drafter without norm_before_fc may be either: what the release runs is
+    said, whether it is the training is unknown (never ok, never a plain problem), with a hint per reading."""
     drafter = rd.specforge_kimi(tmp_path, norm_output=True)
+    code, f = check(drafter, rd.kimi_target(tmp_path), engine, version)
+    got = f["eagle31.norm_output"]
+    assert got["level"] == "unknown" and f"the next draft step gets the {runs}" in got["message"], got
+    assert "SpecForge 0.2.0 and earlier write norm_output for another switch" in got["message"]
+    assert "This checkpoint cannot tell which" in got["message"]
+    assert got["hint"] == ("trained with SpecForge 0.2.0 or earlier: delete norm_output from config.json (its default "
+                           f"is the same) and every release runs it as trained; trained for EAGLE 3.1: {eagle31_todo}")
+    assert code != 0  # unknown is no go
+    if "pre-norm" in runs:  # where nothing reads the key our guards do not refuse it (either reading may be true)
+        assert f"the same after 'patcher apply --engine {engine}', whose guards leave this key alone" in got["message"]
+
+
+@pytest.mark.parametrize(("engine", "version"), [("vllm", "0.19.0"), ("sglang", "0.5.11")])
+def test_norm_output_marked_as_eagle31_by_norm_before_fc_is_refused_after_apply(tmp_path: Path, engine: str,
+                                                                                version: str) -> None:
+    """norm_before_fc, which SpecForge 0.2.0 never writes, makes norm_output EAGLE 3.1's: where the release
+    does not read it, that is a plain problem, and 'patcher apply' turns the silent run into a refusal
+    (vLLM: the Llama class refuses the pair; SGLang g1: norm_before_fc itself)."""
+    drafter = rd.specforge_kimi(tmp_path, norm_output=True, norm_before_fc=True)
     _, f = check(drafter, rd.kimi_target(tmp_path), engine, version)
     got = f["eagle31.norm_output"]
-    assert got["level"] == level and f": {outcome}" in got["message"]
-    assert "SpecForge 0.2.0 and earlier write norm_output for another switch" in got["message"]
-    assert got["hint"].startswith("trained with SpecForge 0.2.0 or earlier: delete norm_output from config.json")
-    if level == "problem":
-        assert "unlike training if it meant EAGLE 3.1's switch" in got["message"]
+    assert got["level"] == "problem" and ": dropped in silence" in got["message"], got
+    assert got["hint"] == f"use {engine} {'0.22.0' if engine == 'vllm' else '0.5.12'} or newer"
+    if engine == "vllm":
+        assert "after 'patcher apply --engine vllm' it is refused at load" in got["message"], got["message"]
+    else:
+        assert "after 'patcher apply --engine sglang' it is refused" in f["eagle31.norm_before_fc"]["message"]
 
 
 def test_specforge_default_drafter_has_no_norm_output_finding(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import manifest, matrix
+from patcher import launch_facts, manifest, matrix
 from patcher.__main__ import main
 from patcher.drafter import facts
 from patcher.drafter.findings import hint, problem
@@ -26,6 +26,7 @@ from patcher.drafter.release import FamilyState, from_version
 from patcher.maintainer import wheels
 from patcher.manifest import contains
 from patcher.plan import State
+from tests.support.tiers import release_param
 from tests.test_drafter import (
     T,
     check_json,
@@ -298,7 +299,7 @@ def test_one_layer_drafter_with_use_aux_false_is_fine(tmp_path: Path) -> None:
 ])
 def test_mla_drafter_architecture(tmp_path: Path, engine: str, version: str, arch: str, level: str,
                                   want_hint: str) -> None:
-    config = {**eagle3_config(), "architectures": [arch]}
+    config = {**eagle3_config(), "architectures": [arch], "model_type": "deepseek_v3"}  # vLLM runs it as MLA
     drafter = make_drafter(tmp_path, config=config, prefix="midlayer.")
     _, doc = check_json([str(drafter)], installed(engine, version))
     f = {x["code"]: x for x in doc["findings"]}["config.format"]
@@ -678,3 +679,60 @@ def test_sglang_k25_wrapper_without_the_capture_hook_stops_the_load() -> None:
         cap = facts.capture(release, "", None, None, facts.K25_TARGET, 61)
         assert cap is not None and cap.stops == "AttributeError", version
     assert seen >= 1
+
+
+# --- MLA drafter model_type (issue 32, case 5) ---------------------------------------------------
+
+def test_eagle_mla_model_types_on_every_release_with_the_mla_drafter() -> None:
+    """launch_facts.EAGLE_MLA_MODEL_TYPES (used where no install can be read) is what every release
+    with deepseek_eagle3.py names in is_deepseek_mla's EAGLE branch, but AXK1; kimi_k2 never is."""
+    seen = 0
+    for version, tree in _trees("vllm"):
+        if not (tree / "vllm/model_executor/models/deepseek_eagle3.py").is_file():
+            continue
+        got = launch_facts.eagle_mla_model_types(tree)
+        assert got is not None and launch_facts.EAGLE_MLA_MODEL_TYPES <= got, (version, got)
+        assert got - launch_facts.EAGLE_MLA_MODEL_TYPES <= {"AXK1", "axk1"}, (version, got)
+        assert "kimi_k2" not in got and "kimi_k25" not in got, version
+        seen += 1
+    assert seen >= 17  # 0.18.0-0.34.0
+
+
+MLA_MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25")
+
+
+@pytest.mark.cpuenv
+@pytest.mark.parametrize("engine,version", [release_param("vllm", "0.19.1"), release_param("vllm", "0.34.0"),
+                                            release_param("vllm", "0.26.0")])
+def test_mla_drafter_model_type_as_the_release_runs_it(tmp_path: Path, engine: str, version: str) -> None:
+    """The release's own get_config + EAGLEConfig + is_deepseek_mla decide which model_type runs as MLA;
+    the syntax-tree fact and drafter check's config.format line agree with it for each model type."""
+    import subprocess
+
+    from patcher.maintainer import cpu_env
+    from tests.support import real_drafters as rd
+
+    with cpu_env.using(engine, version) as python:
+        proc = subprocess.run([str(python), str(Path(__file__).parent / "support" / "vllm_mla_drafter.py"),
+                               *MLA_MODEL_TYPES], capture_output=True, text=True, env=cpu_env.probe_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    engine_says = json.loads(proc.stdout.strip().splitlines()[-1])
+    listed = launch_facts.eagle_mla_model_types(wheels.tree(engine, version))
+    target = rd.kimi_target(tmp_path)
+    for model_type in MLA_MODEL_TYPES:
+        ran_as_mla = engine_says[model_type]
+        if model_type == "kimi_k25":
+            assert str(ran_as_mla).startswith("error:"), (model_type, ran_as_mla)  # start-up stops
+        else:
+            assert ran_as_mla is (model_type in listed), (model_type, ran_as_mla, listed)
+        _, found = _check_mla(tmp_path / model_type, target, engine, version, model_type)
+        line = found["config.format"]
+        assert (line["level"] == "ok") is (ran_as_mla is True), (model_type, line)
+    assert engine_says["kimi_k2"] is False and engine_says["deepseek_v3"] is True  # issue 32's case, as seen
+
+
+def _check_mla(root: Path, target: Path, engine: str, version: str, model_type: str):
+    from tests.support import real_drafters as rd
+    from tests.test_drafter_real_tools import check
+
+    return check(rd.mla_eagle31(root, model_type=model_type), target, engine, version)

@@ -47,6 +47,7 @@ class DrafterConfig:
     switches: tuple[str, ...] = ()  # EAGLE 3.1 switches the config turns on (facts.EAGLE31_SWITCHES)
     switches_off: tuple[str, ...] = ()  # EAGLE 3.1 switches the config sets to false, explicitly
     eagle_layer_ids: tuple[int, ...] | None = None  # `eagle_config.layer_ids` (vLLM's v2 runner, 0.27.0+, last)
+    model_type: str | None = None  # top level, as written (vLLM picks the config class and MLA by it)
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,7 @@ def parse_drafter_config(config: dict, where: Path) -> DrafterConfig:
         rope_parameters=_dict(layer, "rope_parameters", where),
         switches=switches,
         switches_off=switches_off,
+        model_type=config.get("model_type") if isinstance(config.get("model_type"), str) else None,
     )
 
 

@@ -420,18 +420,21 @@ def switch_read_since(release: Release, switch: str, drafter_class: str, specula
 
 
 def switch_outcome(release: Release, switch: str, drafter_class: str, speculators_format: bool,
-                   has_weights: bool) -> tuple[str, str] | None:
-    """(honoured / refused / dropped, why) for a switch the drafter turns on; None: release unknown."""
+                   has_weights: bool, specforge_possible: bool = False) -> tuple[str, str] | None:
+    """(honoured / refused / dropped, why) for a switch the drafter turns on; None: release unknown.
+    ``specforge_possible``: the drafter's norm_output may be SpecForge 0.2.0's switch (SPECFORGE_NORM_OUTPUT),
+    which our guards leave alone (vllm W1-W4, sglang g1 refuse it only beside norm_before_fc): as published."""
     if release.version is None:
         return None
-    from_manifest = _switch_fact(release, switch, drafter_class, speculators_format)
+    guarded = not (switch == "norm_output" and specforge_possible)
+    from_manifest = _switch_fact(release, switch, drafter_class, speculators_format, guarded)
     if from_manifest is not None:
         return from_manifest
     first = switch_read_since(release, switch, drafter_class, speculators_format)
     if first is not None and release.version >= first:
         return HONOURED, f"read since {release.name} {first}"
     guard = EAGLE31_FAMILY if release.name == "vllm" else SGLANG_GUARDS_FAMILY
-    if _fixed(release, guard):
+    if guarded and _fixed(release, guard):
         return REFUSED, f"{release.name}/{guard} refuses it at load"
     prefix = SWITCH_WEIGHTS.get(switch)
     if has_weights and prefix is not None:
@@ -449,9 +452,10 @@ _FACT_OUTCOME = {"honoured": HONOURED, "refused": REFUSED, "raises-at-load": REF
                  "dropped": DROPPED, "unused": DROPPED}
 
 
-def _switch_fact(release: Release, switch: str, drafter_class: str, speculators_format: bool):
+def _switch_fact(release: Release, switch: str, drafter_class: str, speculators_format: bool, guarded: bool = True):
     """What the family's [[drafter_fact]] entries (read from the wheels) say the release does with
-    the switch, as published or with the family applied; None where they say nothing."""
+    the switch, as published or with the family applied (``guarded``: where the family's check
+    applies to this drafter); None where they say nothing."""
     fam = release.family(EAGLE31_FAMILY) if release.name == "vllm" else None
     if fam is None or release.version is None:
         return None
@@ -459,14 +463,17 @@ def _switch_fact(release: Release, switch: str, drafter_class: str, speculators_
     path = "speculators" if speculators_format else "config"
     for fact in fam.family.drafter_facts:
         if (fact.key, fact.path) == (switch, path) and fact.drafter == cls and contains(fact.versions, release.version):
-            fixed = fam.state in OK_STATES
+            left_alone = fam.state in OK_STATES and not guarded and fact.patched == "refused"
+            fixed = fam.state in OK_STATES and not left_alone
             state = fact.patched if fixed else fact.published
             # the family refuses a speculators config when it is converted, an HF config (the MLA
             # class) when the drafter class is built, before its weights load
             refused = "refused at config load" if path == "speculators" else "refused when the drafter is built"
             how = {"honoured": "read", "refused": refused, "raises-at-load": "stops the load on it",
                    "dropped": "dropped in silence", "unused": "loaded but never applied"}[state]
-            where = f"with {release.name}/{EAGLE31_FAMILY} {fam.state}" if fixed else "as published"
+            where = (f"with {release.name}/{EAGLE31_FAMILY} {fam.state}" if fixed else
+                     f"as published: {release.name}/{EAGLE31_FAMILY} leaves a key SpecForge 0.2.0 may have meant alone"
+                     if left_alone else "as published")
             return _FACT_OUTCOME[state], f"{release.label()} {how} ({where})"
     return None
 

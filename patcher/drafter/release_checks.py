@@ -8,6 +8,7 @@ compares versions.
 
 from __future__ import annotations
 
+from .. import launch_facts
 from ..plan import State
 from . import facts
 from .configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
@@ -105,6 +106,8 @@ def check_drafter_class(d: DrafterConfig, release: Release | None) -> list[Findi
     if all(facts.registers(release, a) is None for a in d.architectures):
         return [_registry_finding("config.format", "the drafter's", d.architectures[0], release)]
     known = [a for a in d.architectures if facts.registers(release, a)]
+    if known and mla and release.name == "vllm":
+        return [_vllm_mla_model_type(d, release, archs)]
     if known:
         return [ok("config.format", f"architectures {archs}, registered by {release.label()}")]
     arch = mla or (d.architectures[0] if d.architectures else "LlamaForCausalLMEagle3")
@@ -119,6 +122,38 @@ def check_drafter_class(d: DrafterConfig, release: Release | None) -> list[Findi
     return [problem("config.format", f"{release.label()} has no model class for architectures {archs}: "
                     "the server stops at load", wanted=f"an architecture {release.label()} registers",
                     found=archs, hint=todo)]
+
+
+def _vllm_mla_model_type(d: DrafterConfig, release: Release, archs: str) -> Finding:
+    """Issue 32, case 5: vLLM builds the MLA drafter class by its architecture, but runs it as MLA
+    only for the model types its EAGLE branch of is_deepseek_mla names (launch_facts.eagle_mla_model_types,
+    read from the install's files; the wheel-proven list where there is no install)."""
+    types = (launch_facts.eagle_mla_model_types(release.site) if release.site is not None
+             else launch_facts.EAGLE_MLA_MODEL_TYPES)
+    where = f"{release.label()}'s is_deepseek_mla ({launch_facts.ARCH_CONVERTOR_FILE})"
+    if types is None:
+        return unknown("config.format", f"architectures {archs}: whether {release.label()} runs this drafter as MLA "
+                       f"could not be read ({launch_facts.ARCH_CONVERTOR_FILE} has no EAGLE branch we know)",
+                       hint='"model_type": "deepseek_v3" is what every release 0.18.0-0.34.0 runs as MLA')
+    if d.model_type in types:
+        return ok("config.format", f"architectures {archs} with model_type {d.model_type}: registered by "
+                  f"{release.label()}, and run as MLA ({where} names {d.model_type})")
+    listed = ", ".join(sorted(types))
+    if d.model_type == "kimi_k25":
+        return problem("config.format", f"architectures {archs} with model_type kimi_k25: {release.label()} reads it as "
+                       "Kimi-K2.5's multimodal config, which its EAGLE config wrapper cannot take: start-up stops "
+                       "building the draft config (tried on vLLM 0.18.1, 0.22.1, 0.26.0, 0.33.0, 0.34.0)",
+                       wanted=f"model_type one of {listed}", found="kimi_k25",
+                       hint='set "model_type": "deepseek_v3" in config.json, with the DeepSeek-V3 text fields')
+    if d.model_type == "kimi_k2":
+        todo = ('set "model_type": "deepseek_v3" in config.json: vLLM reads kimi_k2 into the same DeepseekV3Config '
+                "(transformers_utils/config.py), so nothing else changes")
+    else:
+        todo = 'set "model_type": "deepseek_v3" in config.json, with DeepSeek-V3 fields'
+    return problem("config.format", f"architectures {archs} with model_type {d.model_type}: {release.label()} builds "
+                   f"the MLA drafter class but does not run it as MLA ({where} names only {listed} for an EAGLE "
+                   "drafter): the draft's KV cache and attention backend are chosen for standard attention",
+                   wanted=f"model_type one of {listed}", found=str(d.model_type), hint=todo)
 
 
 def _ids_text(ids: list[int] | None, n: int | None) -> str:
@@ -266,8 +301,8 @@ def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release |
             out.append(problem(f"eagle31.{switch}", f"{len(weights)} {prefix}* tensor(s), but the config does not set "
                                f"{switch}: the drafter was trained with it and the engine runs it without",
                                wanted=f'"{switch}": true', found=f"{switch} unset or false; e.g. {weights[0]}"))
-    specforge_meaning = _may_be_specforge_norm_output(names, d, drafter_class)
-    if specforge_meaning and "norm_output" in d.switches_off:
+    specforge_possible = _may_be_specforge_norm_output(names, d, drafter_class)
+    if specforge_possible and "norm_output" in d.switches_off:
         out.append(hint("eagle31.norm_output", "norm_output is false: every engine release reads it as EAGLE 3.1's "
                         "switch, off (the next draft step gets the pre-norm state, lm_head the normed one). "
                         f"{facts.SPECFORGE_NORM_OUTPUT}: their false trains lm_head on the un-normed state, which "
@@ -281,47 +316,67 @@ def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release |
             out.append(hint(f"eagle31.{switch}", f"{switch} is on (EAGLE 3.1): whether the engine runs it depends "
                             "on the release", hint="pass --engine and --engine-version (or --python / --site)"))
             continue
-        now = facts.switch_outcome(release, switch, drafter_class, speculators, has_weights)
-        later = facts.switch_outcome(facts.after_apply(release), switch, drafter_class, speculators, has_weights)
+        either = specforge_possible and switch == "norm_output"
+        now = facts.switch_outcome(release, switch, drafter_class, speculators, has_weights, either)
+        later = facts.switch_outcome(facts.after_apply(release), switch, drafter_class, speculators, has_weights,
+                                     either)
         if now is None:
             continue
         outcome, why = now
+        if either and outcome != facts.REFUSED:
+            out.append(_norm_output_of_unknown_meaning(release, now, later, drafter_class, speculators))
+            continue
         what = f"{switch} (EAGLE 3.1) on {release.label()} with this {drafter_class} drafter"
         if speculators:
             what += " (speculators config)"
-        other_meaning = specforge_meaning and switch == "norm_output"
-        specforge_todo = ("trained with SpecForge 0.2.0 or earlier: delete norm_output from config.json, and "
-                          "every release runs the drafter as trained")
-        if outcome == facts.HONOURED and other_meaning:
-            out.append(hint(f"eagle31.{switch}", f"{what}: honoured as EAGLE 3.1's switch ({why}): the next draft "
-                            f"step gets the post-norm state. {facts.SPECFORGE_NORM_OUTPUT}: such a drafter runs "
-                            "unlike training here",
-                            hint=f"{specforge_todo}; trained for EAGLE 3.1 (speculators, TorchSpec, SpecForge "
-                            f"after {facts.SPECFORGE_NORM_OUTPUT_REF}): nothing to do"))
-            continue
         if outcome == facts.HONOURED:
             out.append(ok(f"eagle31.{switch}", f"{what}: honoured ({why})"))
             continue
-        since = facts.switch_read_since(release, switch, drafter_class, speculators)
-        todo = (f"use {release.name} {since} or newer" if since is not None
-                else f"no {release.name} release runs {switch} for this drafter")
+        todo = _todo_for_unread(release, switch, drafter_class, speculators)
         if later is not None and later[0] == facts.HONOURED:  # our family carries it, as upstream later does
             todo = f"run '{release.apply_command()}'"
         if outcome == facts.REFUSED:
             message = f"{what}: refused loudly, the server stops at load ({why})"
         else:
             message = f"{what}: dropped in silence ({why}); the drafter runs without it, unlike training"
-            if other_meaning:
-                message += (f" if it meant EAGLE 3.1's switch. {facts.SPECFORGE_NORM_OUTPUT}: such a drafter "
-                            "runs as trained")
         if later is not None and later[0] != outcome:
             after = "it is honoured" if later[0] == facts.HONOURED else "it is refused at load"
             message += f"; after '{release.apply_command()}' {after} ({later[1]})"
-        if other_meaning:
-            todo = f"{specforge_todo}; trained for EAGLE 3.1: {todo}"
         out.append(problem(f"eagle31.{switch}", message, wanted=f"a release that runs {switch}",
                            found=release.label(), hint=todo))
     return out
+
+
+def _todo_for_unread(release: Release, switch: str, drafter_class: str, speculators: bool) -> str:
+    since = facts.switch_read_since(release, switch, drafter_class, speculators)
+    return (f"use {release.name} {since} or newer" if since is not None
+            else f"no {release.name} release runs {switch} for this drafter")
+
+
+def _norm_output_of_unknown_meaning(release: Release, now: tuple[str, str], later: tuple[str, str] | None,
+                                    drafter_class: str, speculators: bool) -> Finding:
+    """norm_output: true where the checkpoint cannot tell whose switch it is (issue 32, case 3): SpecForge
+    0.2.0's (the norm before lm_head; the next step gets the pre-norm state: plain EAGLE-3) or EAGLE 3.1's
+    (the post-norm state fed to the next step). What the release runs is a fact; whether that is the
+    training is not: unknown, never ok, and our guards refuse neither reading."""
+    outcome, why = now
+    if outcome == facts.HONOURED:
+        runs = ("the next draft step gets the post-norm state (EAGLE 3.1): as speculators, TorchSpec and SpecForge "
+                f"after {facts.SPECFORGE_NORM_OUTPUT_REF} train it, unlike a SpecForge 0.2.0 drafter")
+        eagle31 = "nothing to do"
+    else:
+        runs = ("the next draft step gets the pre-norm state (plain EAGLE-3): as SpecForge 0.2.0 and earlier train "
+                "it, unlike an EAGLE 3.1 drafter")
+        eagle31 = _todo_for_unread(release, "norm_output", drafter_class, speculators)
+    if later is not None and later[0] == outcome:
+        runs += f"; the same after '{release.apply_command()}', whose guards leave this key alone"
+    return unknown("eagle31.norm_output",
+                   f"norm_output: true on {release.label()} ({why}): {runs}. {facts.SPECFORGE_NORM_OUTPUT}; "
+                   "EAGLE 3.1 trainers mean the post-norm state fed on. This checkpoint cannot tell which "
+                   "(no norm_before_fc, which SpecForge 0.2.0 never writes), so whether it runs as trained is unknown",
+                   wanted="a config whose norm_output has one meaning", found='"norm_output": true, no norm_before_fc',
+                   hint="trained with SpecForge 0.2.0 or earlier: delete norm_output from config.json (its default "
+                   f"is the same) and every release runs it as trained; trained for EAGLE 3.1: {eagle31}")
 
 
 def _may_be_specforge_norm_output(names: list[str], d: DrafterConfig, drafter_class: str) -> bool:

@@ -296,13 +296,13 @@ def specforge_kimi(root: Path, name: str = "specforge-kimi", *, base: dict = SPE
     return folder
 
 
-def mla_eagle31(root: Path, name: str = "kimi-k2.6-eagle3.1-mla") -> Path:
+def mla_eagle31(root: Path, name: str = "kimi-k2.6-eagle3.1-mla", model_type: str = "deepseek_v3") -> Path:
     """An MLA EAGLE 3.1 drafter for Kimi K2.5/K2.6 (``Eagle3DeepseekV2ForCausalLM``, as the
     community drafter lightseekorg/kimi-k2.6-eagle3.1-mla names it): DeepSeek-V3 attention fields,
     ids in ``eagle_config``, ``fc_norm`` and ``norm_output`` on. Layout as SGLang's MLA drafter
     (kimi_k25_eagle3.py) and vLLM's deepseek_eagle3.py read it; the tensors are not judged by the
     Llama key checks, so only the ones every MLA drafter has are written."""
-    config = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "deepseek_v3",
+    config = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": model_type,
               "hidden_size": KIMI_HIDDEN, "num_hidden_layers": 1, "num_attention_heads": 64,
               "num_key_value_heads": 64, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
               "qk_rope_head_dim": 64, "v_head_dim": 128, "intermediate_size": 18432, "vocab_size": KIMI_VOCAB,

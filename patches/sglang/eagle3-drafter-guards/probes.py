@@ -83,7 +83,7 @@ def _switch_outcome(module, cls, **config):
 
 def _switches(module, cls, unread: dict, read: tuple):
     """``unread``: config entries (as kwargs) -> the text the error must name; ``read``: entries
-    this release reads, which must load as published."""
+    that must load as published (the release reads them, or runs them as their trainer meant)."""
     for what, (config, names) in unread.items():
         r = _switch_outcome(module, cls, **config)
         assert isinstance(r, ValueError), f"{cls}: {what} is not read by this release and was not refused ({r})"
@@ -124,8 +124,12 @@ def _later(since):
 
 
 def llama_no_switch_read(module):
-    """g1 (0.5.1-0.5.11): fc_norm / norm_output are read from 0.5.12, norm_before_fc from 0.5.17."""
-    _switches(module, LLAMA, {**_LLAMA_NBF, **_later("0.5.12")}, ())
+    """g1 (0.5.1-0.5.11): fc_norm is read from 0.5.12, norm_before_fc from 0.5.17: refused. norm_output
+    (read from 0.5.12) loads as published: alone it may be SpecForge 0.2.0's switch, which these
+    releases run as trained (patcher/drafter/facts.py, SPECFORGE_NORM_OUTPUT)."""
+    later = _later("0.5.12")
+    del later["norm_output"]
+    _switches(module, LLAMA, {**_LLAMA_NBF, **later}, (NORM_OUT_ON,))
 
 
 def llama_norm_before_fc_unread(module):

@@ -206,19 +206,23 @@ def _build_llama_drafter(module, **switches) -> Exception:
 
 
 def llama_drafter_refuses_norm_output(module) -> None:
-    """W1-W4 (0.11.1-0.21.0): Eagle3LlamaForCausalLM does not read norm_output; an HF-format config
-    with it set must be refused when the drafter is built, naming it and 0.22.0; without it, pass."""
-    exc = _build_llama_drafter(module, norm_output=True)
+    """W1-W4 (0.11.1-0.21.0): Eagle3LlamaForCausalLM does not read norm_output. An HF-format config
+    that marks it as EAGLE 3.1's (with norm_before_fc, which SpecForge 0.2.0 never writes) must be
+    refused when the drafter is built, naming it and 0.22.0; norm_output alone may be SpecForge
+    0.2.0's switch, which this release runs as trained: it must pass, as must no switch at all."""
+    exc = _build_llama_drafter(module, norm_output=True, norm_before_fc=True)
     assert not isinstance(exc, _ConstructorPassedTheCheck), (
-        "Eagle3LlamaForCausalLM accepted norm_output: true although this release never reads it: "
-        "later draft steps would get pre-norm states in silence"
+        "Eagle3LlamaForCausalLM accepted an EAGLE 3.1 config with norm_output: true although this release "
+        "never reads it: later draft steps would get pre-norm states in silence"
     )
     text = str(exc)
     assert isinstance(exc, ValueError) and "norm_output" in text and FIRST_HONOURED["norm_output"] in text, (
         f"the refusal must be a ValueError naming norm_output and vLLM {FIRST_HONOURED['norm_output']}: "
         f"{type(exc).__name__}: {text}"
     )
-    exc = _build_llama_drafter(module, norm_output=False)
-    assert isinstance(exc, _ConstructorPassedTheCheck), (
-        f"a Llama drafter with norm_output off was refused: {type(exc).__name__}: {exc}"
-    )
+    for switches in ({"norm_output": True}, {"norm_output": False}):
+        exc = _build_llama_drafter(module, **switches)
+        assert isinstance(exc, _ConstructorPassedTheCheck), (
+            f"a Llama drafter with {switches} was refused, which this release runs as SpecForge 0.2.0 "
+            f"trains it: {type(exc).__name__}: {exc}"
+        )
