@@ -736,3 +736,32 @@ def _check_mla(root: Path, target: Path, engine: str, version: str, model_type: 
     from tests.test_drafter_real_tools import check
 
     return check(rd.mla_eagle31(root, model_type=model_type), target, engine, version)
+
+
+@pytest.mark.cpuenv
+@pytest.mark.parametrize("engine,version", [release_param("vllm", "0.19.1"), release_param("vllm", "0.34.0")])
+def test_vllm_method_eagle_with_an_hf_eagle3_drafter_as_the_release_runs_it(tmp_path: Path, engine: str,
+                                                                            version: str) -> None:
+    """Issue 32 case 1 on vLLM: "method": "eagle" with an HF-format EAGLE-3 drafter. The release's own
+    EAGLEConfig names the draft EagleLlamaForCausalLMEagle3, which its registry lacks: the server stops
+    at start-up, and doctor says so instead of an ok capture line."""
+    import subprocess
+
+    from patcher.maintainer import cpu_env
+    from tests.support import real_drafters as rd
+    from tests.test_drafter_real_tools import check
+
+    with cpu_env.using(engine, version) as python:
+        proc = subprocess.run([str(python), str(Path(__file__).parent / "support" / "vllm_eagle_method.py")],
+                              capture_output=True, text=True, env=cpu_env.probe_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert runs == {"eagle": [["EagleLlamaForCausalLMEagle3", False]], "eagle3": [["LlamaForCausalLMEagle3", True]]}
+    spec = json.dumps({"method": "eagle", "model": "x", "num_speculative_tokens": 3})
+    _, f = check(rd.specforge_kimi(tmp_path), rd.kimi_target(tmp_path), engine, version,
+                 "--flags", f"--speculative-config '{spec}'")
+    assert f["flags.algorithm"]["level"] == "problem"
+    assert "EagleLlamaForCausalLMEagle3" in f["flags.algorithm"]["message"]
+    assert "which it does not register: the server stops at start-up" in f["flags.algorithm"]["message"]
+    assert f["aux.capture"]["level"] == "problem" and "nothing is captured" in f["aux.capture"]["message"]
+    assert f["config.format"]["level"] == "hint"

@@ -9,11 +9,13 @@ that is missing, a launch flag that runs EAGLE-3 as EAGLE-1.
 
 from __future__ import annotations
 
+import json
+
 from ..plan import State
 from . import facts
 from .checkpoint import Checkpoint
 from .configs import SPECULATORS, DrafterConfig, TargetConfig
-from .findings import Finding, hint, ok, problem
+from .findings import Finding, hint, ok, problem, unknown
 from .flag_checks import check_flags, flag_values, guess_engine, split_flags
 from .key_names import MODEL_PREFIX, decoder_key, is_known, scheme_of
 from .release import Release
@@ -72,7 +74,48 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
             findings += check_flags(flags, flag_engine, ckpt.folder, drafter.format == SPECULATORS)
         if engine is not None and engine.name == "sglang" and _last_algorithm(flags) == "EAGLE":
             findings = _as_run_by_eagle(findings, engine)
+        if engine is not None and engine.name == "vllm" and _vllm_method(flags) == "eagle":
+            findings = _as_run_by_vllm_eagle(findings, engine, drafter)
     return findings
+
+
+def _vllm_method(flags: str) -> str | None:
+    configs = flag_values(split_flags(flags), "--speculative-config")
+    try:
+        spec = json.loads(configs[-1]) if configs else None
+    except ValueError:
+        return None
+    return spec.get("method") if isinstance(spec, dict) else None
+
+
+def _as_run_by_vllm_eagle(findings: list[Finding], engine: Release, drafter: DrafterConfig) -> list[Finding]:
+    """vLLM with "method": "eagle" and an EAGLE-3 drafter (issue 32, case 1 on vLLM). An HF-format config
+    is wrapped in EAGLEConfig, which prefixes "Eagle" to its architecture: EagleLlamaForCausalLMEagle3,
+    which no release registers (tests/test_drafter_release.py, on real imports), so the server stops at
+    start-up and nothing is captured. A speculators config keeps its class under method eagle; what the
+    release captures then is not read here: unknown, not the eagle3 capture line."""
+    out, said = [], False
+    for f in findings:
+        if f.code == "flags.algorithm" and drafter.format != SPECULATORS:
+            archs = [a if a.startswith("Eagle") else f"Eagle{a}" for a in drafter.architectures]
+            out.append(problem("flags.algorithm", f'"method": "eagle" makes {engine.label()} look the drafter up as '
+                               f"{', '.join(archs)} (its EAGLEConfig prefixes \"Eagle\"), which it does not "
+                               "register: the server stops at start-up", wanted='"method": "eagle3"',
+                               found='"method": "eagle"', hint='"method": "eagle3"'))
+        elif f.code == "config.format" and f.level == "ok" and drafter.format != SPECULATORS:
+            out.append(hint("config.format", f"{f.message}, the name it runs under \"method\": \"eagle3\"; this "
+                            "command looks up another (flags.algorithm)"))
+        elif not f.code.startswith("aux.capture"):
+            out.append(f)
+        elif not said:
+            said = True
+            if drafter.format == SPECULATORS:
+                out.append(unknown("aux.capture", f'what {engine.label()} captures under "method": "eagle" is not '
+                                   "read here (its capture lines are for eagle3)", hint='"method": "eagle3"'))
+            else:
+                out.append(problem("aux.capture", "nothing is captured: the server stops at start-up "
+                                   "(flags.algorithm)", hint='"method": "eagle3"'))
+    return out
 
 
 def _last_algorithm(flags: str) -> str | None:

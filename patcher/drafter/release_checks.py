@@ -140,9 +140,9 @@ def _vllm_mla_model_type(d: DrafterConfig, release: Release, archs: str) -> Find
                   f"{release.label()}, and run as MLA ({where} names {d.model_type})")
     listed = ", ".join(sorted(types))
     if d.model_type == "kimi_k25":
-        return problem("config.format", f"architectures {archs} with model_type kimi_k25: {release.label()} reads it as "
-                       "Kimi-K2.5's multimodal config, which its EAGLE config wrapper cannot take: start-up stops "
-                       "building the draft config (tried on vLLM 0.18.1, 0.22.1, 0.26.0, 0.33.0, 0.34.0)",
+        return problem("config.format", f"architectures {archs} with model_type kimi_k25: {release.label()} reads "
+                       "it as Kimi-K2.5's multimodal config, which its EAGLE config wrapper cannot take: start-up "
+                       "stops building the draft config (tried on vLLM 0.18.1, 0.22.1, 0.26.0, 0.33.0, 0.34.0)",
                        wanted=f"model_type one of {listed}", found="kimi_k25",
                        hint='set "model_type": "deepseek_v3" in config.json, with the DeepSeek-V3 text fields')
     if d.model_type == "kimi_k2":
