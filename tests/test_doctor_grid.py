@@ -23,21 +23,24 @@ import shutil
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from patcher.__main__ import main
 from patcher.maintainer import wheels
 from tests.support import real_drafters as rd
+from tests.support.tiers import SAMPLE, release_param
 
-RELEASES = [pytest.param("sglang", "0.5.9", id="sglang-0.5.9"), pytest.param("sglang", "0.5.23", id="sglang-0.5.23"),
-            pytest.param("vllm", "0.22.1", id="vllm-0.22.1"), pytest.param("vllm", "0.34.0", id="vllm-0.34.0"),
-            pytest.param("sglang", "0.5.13.post1", id="sglang-0.5.13.post1", marks=pytest.mark.full),
-            pytest.param("vllm", "0.26.0", id="vllm-0.26.0", marks=pytest.mark.full),
-            pytest.param("vllm", "0.30.0", id="vllm-0.30.0", marks=pytest.mark.full)]
+# The default tier's releases (tests/support/tiers.py: the newest of each CPU env line), then more in --full.
+RELEASES = [release_param(e, v) for e, v in sorted(SAMPLE)] + [
+    release_param(e, v) for e, v in (("sglang", "0.5.13.post1"), ("vllm", "0.22.1"), ("vllm", "0.26.0"),
+                                     ("vllm", "0.30.0"))]
 TARGETS = ("kimi-k2.5", "kimi-k2", "kimi-k3", "qwen3-moe")
 COVERED_TARGETS = ("kimi-k2.5", "kimi-k2")  # KimiK25ForConditionalGeneration, DeepseekV3ForCausalLM
 ALGORITHMS = ("eagle3", "eagle", "dflash")
 DRAFTERS = ("specforge", "speculators", "hand/eagle_config", "hand/top-level", "hand/both", "hand/disagree")
 TRAINED_IDS = [4, 30, 56]
+# Eagle3LlamaForCausalLM reads norm_output from 0.22.0 (test_vllm_eagle31_drafter_facts_match_every_release).
+VLLM_READS_NORM_OUTPUT = Version("0.22.0")
 
 # Release facts behind every `ok` line the grid prints: (module, test) proving it on the wheels.
 PROVEN_BY = {
@@ -49,6 +52,7 @@ PROVEN_BY = {
     "target.architecture": ("tests.test_drafter_release", "test_registered_since_matches_every_release"),
     "config.format": ("tests.test_drafter_release", "test_mla_drafter_model_type_as_the_release_runs_it"),
     "aux.capture": ("tests.test_drafter_release", "test_vllm_runner_id_readers_match_every_release"),
+    "aux.capture.v1": ("tests.test_drafter_release", "test_vllm_runner_id_readers_match_every_release"),
     "aux.capture.v2": ("tests.test_drafter_release",
                        "test_vllm_v2_reads_eagle_config_layer_ids_from_the_release_the_facts_name"),
     "env.SGLANG_ENABLE_SPEC_V2": ("tests.test_launch_facts", "test_sglang_spec_v2_env_default"),
@@ -72,7 +76,7 @@ def cli(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def expected(engine: str, target: str, algorithm: str, drafter: str) -> tuple[str, set[str]]:
+def expected(engine: str, version: str, target: str, algorithm: str, drafter: str) -> tuple[str, set[str]]:
     """The verdict, and the codes among the reasons that must be there (problem or unknown)."""
     if algorithm == "dflash":
         return "no-go", {"flags.algorithm"}  # unknown: nothing of DFLASH is checked
@@ -83,6 +87,8 @@ def expected(engine: str, target: str, algorithm: str, drafter: str) -> tuple[st
         must |= {"flags.algorithm"} | ({"aux.capture"} if target in COVERED_TARGETS else set())
     if engine == "sglang" and drafter == "speculators":
         must.add("config.format")  # SGLang never parses a speculators config
+    if engine == "vllm" and drafter == "speculators" and Version(version) < VLLM_READS_NORM_OUTPUT:
+        must.add("eagle31.norm_output")  # speculators' default norm_output: true, refused before 0.22.0 (W1-W4)
     if engine == "sglang" and drafter == "hand/top-level" and target in COVERED_TARGETS:
         must.add("aux.capture")  # SGLang reads the ids only from eagle_config: the default is captured
     if drafter == "hand/disagree":
@@ -148,7 +154,7 @@ def test_every_cell_of_the_grid(tmp_path: Path, engine: str, version: str) -> No
                                                     for d in drafters.items()):
         code, out, err = cli("doctor", "--json", "--site", str(site), "--", *_launch(engine, target, alg, drafter))
         doc = json.loads(out)
-        verdict, must = expected(engine, tname, alg, dname)
+        verdict, must = expected(engine, version, tname, alg, dname)
         said = {f["code"]: f for f in doc["findings"]}
         reasons = {c for c, f in said.items() if f["level"] in ("problem", "unknown")}
         cell = f"{engine} {version} {tname} {alg} {dname}"
