@@ -40,18 +40,21 @@ def as_dict(r: Report, strict: bool) -> dict[str, Any]:
     }
 
 
-def as_text(r: Report, strict: bool, said: dict[str, str] | None = None) -> list[str]:
+def as_text(r: Report, strict: bool, said: dict[str, str] | None = None, quiet: bool = False) -> list[str]:
     """The report, without the closing exit line (the CLI prints one for all engines).
 
     ``said`` (text -> family id), shared by the reports of one run, makes each warning and
     each 'turn on' text appear once, in full, where it first applies; a later family that has
     the same one points back to it. A requirement's warning is left to the families it
-    concerns now: a pending family gets it when it is applied (JSON keeps every warning)."""
+    concerns now: a pending family gets it when it is applied (JSON keeps every warning).
+    ``quiet`` (-q): only the families that are not ok, with all they say, and what changed."""
     said = {} if said is None else said
     i = r.install
     verb = {"apply": "would apply" if r.dry_run else "applied", "revert": "would revert" if r.dry_run else "reverted"}
     out = [f"{i.engine} {i.version} at {i.site}" + (f" (python: {i.python})" if i.python else "")]
     for s in r.statuses:
+        if quiet and _quiet_ok(r, s, strict):
+            continue
         fid = s.family.id
         variant = f" [{s.variant}]" if s.variant and s.state in (State.APPLIED, State.PENDING, State.LOST) else ""
         untested = " (untested release)" if s.untested and s.state is not State.UNKNOWN else ""
@@ -71,11 +74,20 @@ def as_text(r: Report, strict: bool, said: dict[str, str] | None = None) -> list
         if s.hint and s.state not in (State.APPLIED, State.UPSTREAM) and not (
                 r.action == "revert" and s.state in (State.PENDING, State.UNKNOWN)):  # what revert is for
             out.append(f"       hint: {s.hint}")
-    if r.action in verb:
+    if r.action in verb and not (quiet and not r.changed):
         idle = "nothing" if r.reasons(strict) else "nothing (already in the wanted state)"
         out.append(f"  {verb[r.action]}: {', '.join(r.changed) if r.changed else idle}")
-    out.extend(f"  note: {n}" for n in r.notes)
-    return out
+    out.extend(f"  note: {n}" for n in r.notes if not quiet)
+    return out if not quiet or len(out) > 1 else []
+
+
+def _quiet_ok(r: Report, s, strict: bool) -> bool:
+    """A family -q leaves out: ok, no failed probe, and (under --strict) nothing that fails the run."""
+    if r.action == "revert" and s.state is State.PENDING:
+        return True
+    if _mark(s) != "ok":
+        return False
+    return not (strict and (s.warnings or s.untested or any(p["status"] != "passed" for p in s.probes)))
 
 
 _UNLESS = re.compile(r" unless (\S+/\S+) is applied")

@@ -710,3 +710,19 @@ def test_revert_does_not_list_its_own_goal_as_a_to_do(tmp_path):
     families = [ln for ln in out.splitlines() if ln.startswith("  ") and "sglang/" in ln and ":" in ln]
     assert code == 0 and families and not [ln for ln in families if ln.lstrip().startswith("todo")]
     assert "  ok   sglang/eagle3-drafter-keys: as published: nothing of ours in its files" in families
+
+
+def test_quiet_prints_only_what_is_not_ok_and_the_closing_line(toy_engine):
+    """-q (issue 34 item 5): a clean verify is its summary line alone; a pending family is said with its
+    hint; an apply that writes names what it wrote, one that has nothing to do prints nothing but exits 0."""
+    _, sel, _ = toy_engine
+    code, out, _ = cli("verify", *sel, "--no-probes", "-q")
+    lines = out.splitlines()
+    assert code == 1 and lines[1].startswith("  todo toyengine/fix: pending") and lines[2].startswith("       hint: ")
+    assert lines[-1].startswith("exit 1: toyengine/fix is pending") and len(lines) == 4
+    code, out, _ = cli("apply", *sel, "--no-probes", "--quiet")
+    assert code == 0 and out.splitlines()[1:] == ["  applied: toyengine/core.py"]  # no turn-on, no ok lines
+    code, out, _ = cli("apply", *sel, "--no-probes", "-q")
+    assert (code, out) == (0, "")
+    code, out, _ = cli("verify", *sel, "--no-probes", "-q")
+    assert code == 0 and out.splitlines() == ["exit 0: 1 family in the wanted state (1 applied); probes: not run"]
