@@ -153,12 +153,22 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _options(args: argparse.Namespace) -> actions.Options:
+def _options(args: argparse.Namespace, err: TextIO | None = None) -> actions.Options:
     return actions.Options(
         python=args.python, site=args.site, only=tuple(args.only), skip=tuple(args.skip),
         dry_run=getattr(args, "dry_run", False), strict=args.strict,
         allow_untested=getattr(args, "allow_untested", False), probes=not args.no_probes,
-        probe_timeout=args.probe_timeout, patches=args.patches, debug=args.debug)
+        probe_timeout=args.probe_timeout, patches=args.patches, debug=args.debug,
+        progress=_progress(args, err))
+
+
+def _progress(args: argparse.Namespace, err: TextIO | None):
+    """Lines on stderr while the probes run (10-30 s on a real engine), for a person at a terminal:
+    never when stderr is piped or captured, with --json, or with -q."""
+    isatty = getattr(err, "isatty", None)
+    if err is None or args.json or getattr(args, "quiet", False) or not (isatty and isatty()):
+        return None
+    return lambda line: print(line, file=err, flush=True)
 
 
 def _error(exc: PatcherError, err: TextIO, debug: bool, out: TextIO | None = None, command: str = "") -> int:
@@ -178,7 +188,7 @@ def _error(exc: PatcherError, err: TextIO, debug: bool, out: TextIO | None = Non
 
 
 def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    opts = _options(args)
+    opts = _options(args, err)
     scope = selection.scope(args.engine, opts.only, opts.skip, opts.patches)
     action = {"apply": actions.apply, "verify": actions.verify, "revert": actions.revert}[args.command]
     reports = []

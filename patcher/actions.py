@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ class Options:
     probes: bool = True
     probe_timeout: float = 180.0
     debug: bool = False  # --debug: also how the probes ran (forked or spawned, and why), on stderr
+    progress: Callable[[str], None] | None = None  # a line as probes start and end (the CLI: on a terminal)
     lock_timeout: float = 600.0
     patches: Path = manifest.PATCHES
 
@@ -156,7 +158,7 @@ def verify(engine: str, opts: Options) -> Report:
         report.notes.append(f"{write.DIRNAME}/ in this site-packages is patcher's bookkeeping: 'patcher revert' "
                             "removes it with our edits; run that before 'pip uninstall kimi-patcher'")
     if opts.probes:
-        probes.run(install, statuses, opts.probe_timeout, _debug(opts))
+        probes.run(install, statuses, opts.probe_timeout, _debug(opts), opts.progress)
         _unproven(report)
     return _pasteable(report, opts)
 
@@ -233,7 +235,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     if dry or not changes:
         _edited(install, statuses)
         if opts.probes and not dry:
-            probes.run(install, statuses, opts.probe_timeout, _debug(opts))
+            probes.run(install, statuses, opts.probe_timeout, _debug(opts), opts.progress)
             _unproven(report)
         return report
     state = _refresh(records, changes)
@@ -252,7 +254,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     report.statuses = after
     _edited(install, after)
     if opts.probes:
-        probes.run(install, after, opts.probe_timeout, _debug(opts))
+        probes.run(install, after, opts.probe_timeout, _debug(opts), opts.progress)
         _unproven(report)
     return report
 

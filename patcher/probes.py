@@ -77,11 +77,12 @@ def groups(todo: list[tuple[Status, dict]]) -> list[list[int]]:
 
 
 def run(install: Install, statuses: list[Status], timeout: float = 180.0,
-        say: Callable[[str], None] | None = None) -> None:
+        say: Callable[[str], None] | None = None, progress: Callable[[str], None] | None = None) -> None:
     """Run the probes of every applied/upstream family; results land in each Status.
 
     ``timeout`` bounds the whole run (wall clock), not each interpreter. ``say`` gets one line
-    on how they ran (forked from a preloaded interpreter, or spawned, and why): ``--debug``."""
+    on how they ran (forked from a preloaded interpreter, or spawned, and why): ``--debug``.
+    ``progress`` gets a line when they start and one when they end (the CLI: on a terminal only)."""
     todo = []
     for st, p in selected(statuses):
         if _module_file(install, p["module"]) & {install.site / rel for rel in install.record}:
@@ -98,8 +99,13 @@ def run(install: Install, statuses: list[Status], timeout: float = 180.0,
     work = [[todo[i][1] for i in ix] for ix in batches]
     # Some wait for a CPU: the dearest first, so that none is left to run alone at the end.
     order = functools.partial(_dearest_first, install, work) if len(work) > cpus() else None
+    tell = progress or (lambda line: None)
+    tell(f"{install.engine} {install.version}: importing {len(work)} patched module(s) to run {len(todo)} "
+         f"probe(s) (up to {timeout:g} s)...")
+    t0 = time.monotonic()
     outcomes = run_groups(install.python or sys.executable, install.engine, prepend, work, timeout, env, say=say,
                           order=order)
+    tell(f"{install.engine} {install.version}: probes done in {time.monotonic() - t0:.1f} s")
     results: dict[int, dict] = {}
     for ix, got in zip(batches, outcomes):
         results.update(zip(ix, got))

@@ -726,3 +726,24 @@ def test_quiet_prints_only_what_is_not_ok_and_the_closing_line(toy_engine):
     assert (code, out) == (0, "")
     code, out, _ = cli("verify", *sel, "--no-probes", "-q")
     assert code == 0 and out.splitlines() == ["exit 0: 1 family in the wanted state (1 applied); probes: not run"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_probes_say_on_a_terminal_that_they_run_and_nothing_when_piped(toy_engine):
+    """Issue 34 item 6: probes on a real engine take 10-30 s; a person at a terminal hears that they run
+    and how long they took (stderr). Piped, --json or -q: not a byte more."""
+    _, sel, _ = toy_engine
+    assert cli("apply", *sel, "--no-probes")[0] == 0
+    out, err = io.StringIO(), _Terminal()
+    assert main(["verify", *map(str, sel)], out=out, err=err) == 0
+    said = err.getvalue().splitlines()
+    assert len(said) == 2 and said[0].endswith("probe(s) (up to 180 s)...") and " probes done in " in said[1]
+    assert "probes done" not in out.getvalue()
+    for extra in ([], ["--json"], ["-q"]):
+        quiet_err = _Terminal() if extra else io.StringIO()
+        assert main(["verify", *map(str, sel), *extra], out=io.StringIO(), err=quiet_err) == 0
+        assert quiet_err.getvalue() == "", extra
