@@ -400,7 +400,11 @@ def cache_case(args) -> list[parts.CacheRow]:
             rc, text, result = _serve(args.work, drafter, "compiled", env)
             cache_dir, loaded = parts.compile_cache(text)
             log(f"cache {state} {step} {ids}: exit {rc} in {time.perf_counter() - t0:.0f} s; cache {cache_dir} "
-                f"loaded={loaded}; {None if result is None else result['counters']}")
+                f"loaded={loaded}; aux {None if result is None else result.get('aux_rpc')}; "
+                f"{None if result is None else result['counters']}")
+            for line in text.splitlines():  # the engine's own cache lines, kept should the call stop
+                if parts.CACHE_LINE.search(line):
+                    log("  " + line[-240:])
             (Path(args.work) / f"serve-cache-{state}-{step}.log").write_text(text[-20000:])
             if result is None:
                 continue

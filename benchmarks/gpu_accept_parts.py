@@ -231,12 +231,18 @@ def with_eagle_config_ids(config: dict, ids: list[int]) -> dict:
 
 
 _CACHE_DIR = re.compile(r"Using cache directory: (\S+) for vLLM's torch\.compile")
+# With torch >= 2.10 vLLM compiles ahead of time (VLLM_USE_AOT_COMPILE on by default): the graph
+# that runs is the artifact under torch_aot_compile/<hash>, whose hash is vLLM's config hash alone,
+# while the folder above also hashes the traced files (it can change when the graph does not).
+_AOT_PATH = re.compile(r"(?:Directly load AOT compilation from path|saved AOT compiled function to) (\S+)")
 _CACHE_LOAD = re.compile(r"Directly load (?:AOT compilation|the compiled graph)")
+CACHE_LINE = re.compile(r"Using cache directory|Directly load|saved AOT|Compiling model again|aux.*layers")
 
 
 def compile_cache(text: str) -> tuple[str | None, bool]:
-    """(the compile-cache folder the engine logged, whether it loaded a compiled graph from it)."""
-    m = _CACHE_DIR.search(text)
+    """(the compile-cache key the engine logged, whether it loaded a compiled graph from it): the AOT
+    artifact's folder where there is one, else the torch.compile cache folder."""
+    m = _AOT_PATH.search(text) or _CACHE_DIR.search(text)
     return (m.group(1) if m else None), bool(_CACHE_LOAD.search(text))
 
 

@@ -163,8 +163,14 @@ def test_the_cache_case_reads_the_release_s_own_compile_cache_lines():
     (aot,) = _logged_formats("0.22.1", "vllm/compilation/decorators.py", "Directly load AOT")
     folder = "/w/vllm-cache-pristine/torch_compile_cache/4d1e0f/rank_0_0/backbone"
     assert parts.compile_cache("INFO " + using % folder + "\n") == (folder, False)
-    assert parts.compile_cache(using % folder + "\n" + aot % "/w/x/model") == (folder, True)
+    assert parts.compile_cache(using % folder + "\n" + aot % "/w/x/model") == ("/w/x/model", True)
     assert parts.compile_cache("nothing") == (None, False)
+    # torch >= 2.10: the AOT artifact is the key that decides the graph, saved cold, loaded warm
+    (saved,) = _logged_formats("0.22.1", "vllm/compilation/decorators.py", "saved AOT")
+    artifact = "/w/vllm-cache-pristine/torch_compile_cache/torch_aot_compile/9a7c/rank_0_0/model"
+    assert parts.compile_cache(using % folder + "\n" + saved % artifact) == (artifact, False)
+    assert parts.compile_cache(using % "/w/other" + "\n" + aot % artifact) == (artifact, True)
+    assert parts.CACHE_LINE.search(saved % artifact) and not parts.CACHE_LINE.search("INFO nothing")
 
 
 def test_the_cache_table_says_whether_the_edit_changed_the_key():
