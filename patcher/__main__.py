@@ -117,8 +117,11 @@ def _parser() -> argparse.ArgumentParser:
                            "an interpreter (probes run in this python with DIR first on sys.path; default: none)")
         p.add_argument("--strict", action="store_true", help="also exit 1 on warnings, untested releases and "
                        "probes that could not import (default: off)")
-        p.add_argument("-q", "--quiet", action="store_true", help="print only families that are not ok, what "
-                       "changed, and the closing line (default: every family)")
+        loud = p.add_mutually_exclusive_group()
+        loud.add_argument("-q", "--quiet", action="store_true", help="print only families that are not ok, what "
+                          "changed, and the closing line (default: every family)")
+        loud.add_argument("-v", "--verbose", action="store_true", help="also print what was checked (each file's "
+                          "state, each probe's import time) and the seconds each phase took (default: off)")
         p.add_argument("--no-probes", action="store_true", help="skip the import-time probes (default: probes run)")
         p.add_argument("--probe-timeout", type=_seconds, default=180.0, metavar="S",
                        help="seconds the probes of one engine may take, > 0 (default: 180)")
@@ -212,7 +215,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         said: dict[str, str] = {}  # each warning and 'turn on' text once per run
         for r in reports:
-            for line in as_text(r, opts.strict, said, quiet=args.quiet):
+            for line in as_text(r, opts.strict, said, quiet=args.quiet, verbose=args.verbose):
                 print(line, file=out)
     if code and not args.json:  # a non-zero exit always says why, last (JSON: each report's "reasons")
         print(why, file=out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ class Report:
     error: PatcherError | None = None
     dry_run: bool = False
     planned: list[str] = field(default_factory=list)  # families the run changes (or would, dry)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per phase (locate, read, write, probes)
 
     def exit_code(self, strict: bool) -> int:
         if self.error is not None:
@@ -74,6 +76,19 @@ class Report:
         if any(n.startswith("interrupted") for n in self.notes):
             out.append("a run was interrupted mid-write")
         return out
+
+
+class Clock:
+    """Seconds per phase of one run, for ``-v`` and the JSON's "timings": each ``lap`` ends a phase."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._t0 = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = round(self.phases.get(phase, 0.0) + now - self._t0, 3)
+        self._t0 = now
 
 
 def families(engine: str, opts: Options, every_family: bool = False) -> tuple[Family, ...]:
@@ -142,15 +157,18 @@ def _debug(opts: Options):
 
 
 def verify(engine: str, opts: Options) -> Report:
+    clock = Clock()
     fams = families(engine, opts)
     install = locate(engine, fams, opts)
+    clock.lap("locate")
     with write.reading(install, opts.lock_timeout):
         statuses = assess(install, fams, write.read_state(install))
         interrupted = write.interrupted(install)
         if interrupted:  # the note below promises a rollback: only for a journal the next run can undo
             write.check_rollback(install)
-    report = Report("verify", install, statuses, notes=_shadow_notes(install))
+    report = Report("verify", install, statuses, notes=_shadow_notes(install), timings=clock.phases)
     _edited(install, statuses)
+    clock.lap("read")
     if interrupted:
         report.notes.append("interrupted: a run was killed mid-write; the next 'patcher apply' or "
                             "'patcher revert' rolls it back")
@@ -160,6 +178,7 @@ def verify(engine: str, opts: Options) -> Report:
     if opts.probes:
         probes.run(install, statuses, opts.probe_timeout, _debug(opts), opts.progress)
         _unproven(report)
+        clock.lap("probes")
     return _pasteable(report, opts)
 
 
@@ -199,21 +218,24 @@ def _forget(install: Install):
 
 
 def apply(engine: str, opts: Options) -> Report:
+    clock = Clock()
     fams = families(engine, opts)
     install = locate(engine, fams, opts)
+    clock.lap("locate")
     if opts.dry_run:
-        return _pasteable(_apply_plan(install, fams, opts, write.read_state(install), dry=True), opts)
+        return _pasteable(_apply_plan(install, fams, opts, write.read_state(install), clock, dry=True), opts)
     with write.locked(install, opts.lock_timeout):
         restored = write.recover(install, _forget(install))
-        report = _apply_plan(install, fams, opts, write.read_state(install), dry=False)
+        report = _apply_plan(install, fams, opts, write.read_state(install), clock, dry=False)
         if restored:
             report.notes.append(f"rolled back an interrupted run: {', '.join(restored)}")
     return _pasteable(report, opts)
 
 
-def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, records: dict, dry: bool) -> Report:
+def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, records: dict, clock: Clock,
+                dry: bool) -> Report:
     statuses = assess(install, fams, records)
-    report = Report("apply", install, statuses, notes=_shadow_notes(install), dry_run=dry)
+    report = Report("apply", install, statuses, notes=_shadow_notes(install), dry_run=dry, timings=clock.phases)
     todo = [s for s in statuses if s.state in (State.PENDING, State.LOST)
             or (s.state is State.UNKNOWN and s.untested and opts.allow_untested and s.files)]
     # All or nothing over what we can place: a conflict or a blocked family stops the run (the
@@ -232,11 +254,13 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     changes = compose(todo, files)
     report.changed = sorted(changes)
     report.planned = [s.family.id for s in todo]
+    clock.lap("read")
     if dry or not changes:
         _edited(install, statuses)
         if opts.probes and not dry:
             probes.run(install, statuses, opts.probe_timeout, _debug(opts), opts.progress)
             _unproven(report)
+            clock.lap("probes")
         return report
     state = _refresh(records, changes)
     for s in todo:
@@ -250,24 +274,29 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
         report.notes.append(f"the shipped bytecode was removed but not rebuilt ({failed}); "
                             "the first import compiles it")
     # Re-read everything from disk: the report says what is there now, not what we meant to write.
+    clock.lap("write")
     after = assess(install, fams, write.read_state(install))
     report.statuses = after
     _edited(install, after)
+    clock.lap("read")
     if opts.probes:
         probes.run(install, after, opts.probe_timeout, _debug(opts), opts.progress)
         _unproven(report)
+        clock.lap("probes")
     return report
 
 
 def revert(engine: str, opts: Options) -> Report:
+    clock = Clock()
     fams = families(engine, opts, every_family=True)
     others = tuple(f for f in manifest.load_all(opts.patches, (engine,)) if f not in fams)
     install = locate(engine, fams, opts)
+    clock.lap("locate")
     if opts.dry_run:
-        return _pasteable(_revert_plan(install, fams, others, write.read_state(install), dry=True), opts)
+        return _pasteable(_revert_plan(install, fams, others, write.read_state(install), clock, dry=True), opts)
     with write.locked(install, opts.lock_timeout):
         restored = write.recover(install, _forget(install))
-        report = _revert_plan(install, fams, others, write.read_state(install), dry=False)
+        report = _revert_plan(install, fams, others, write.read_state(install), clock, dry=False)
         if restored:
             report.notes.append(f"rolled back an interrupted run: {', '.join(restored)}")
         write.tidy(install)  # nothing of ours left: no .kimi-patcher folder either
@@ -275,9 +304,9 @@ def revert(engine: str, opts: Options) -> Report:
 
 
 def _revert_plan(install: Install, fams: tuple[Family, ...], others: tuple[Family, ...], records: dict,
-                 dry: bool) -> Report:
+                 clock: Clock, dry: bool) -> Report:
     statuses = assess(install, fams, records)
-    report = Report("revert", install, statuses, dry_run=dry)
+    report = Report("revert", install, statuses, dry_run=dry, timings=clock.phases)
     # A file edited after apply: the state file's hashes say which (the loop below finds the rest).
     left = {s.family.id: s.edited for s in statuses if s.state is State.APPLIED and s.edited}
     undo = [s for s in statuses if s.variant and s.files and s.family.id not in left
@@ -309,9 +338,12 @@ def _revert_plan(install: Install, fams: tuple[Family, ...], others: tuple[Famil
     # family "lost" after a later downgrade.
     drop = frozenset(s.family.id for s in undo) | {s.family.id for s in statuses
                                                    if s.family.id not in left and s.state is not State.CONFLICT}
+    clock.lap("read")
     if not dry and (changes or drop & set(records)):
         write.commit(install, changes, _refresh(records, changes, drop=drop), _forget(install))
+        clock.lap("write")
         report.statuses = assess(install, fams, write.read_state(install))
+        clock.lap("read")
     for st in report.statuses:
         if st.family.id in left:
             _left_as_is(install, st, left[st.family.id])

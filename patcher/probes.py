@@ -89,7 +89,8 @@ def run(install: Install, statuses: list[Status], timeout: float = 180.0,
             todo.append((st, p))
         else:  # chosen by what the release contains: a module it does not ship has nothing to check
             st.probes.append({"id": p["id"], "module": p["module"], "status": ABSENT,
-                              "detail": f"{install.engine} {install.version} has no module {p['module']}"})
+                              "detail": f"{install.engine} {install.version} has no module {p['module']}",
+                              "seconds": None})
     if not todo:
         return
     batches = groups(todo)
@@ -117,7 +118,7 @@ def run(install: Install, statuses: list[Status], timeout: float = 180.0,
             r.update(status="failed", detail=f"{p['module']} was imported from {f}, not from the patched "
                      f"install at {install.site}: another copy comes first on sys.path")
         st.probes.append({"id": p["id"], "module": p["module"], "status": r["status"],
-                          "detail": r.get("detail", "")})
+                          "detail": r.get("detail", ""), "seconds": r.get("seconds")})
 
 
 def _dearest_first(install: Install, work: list[list[dict]]) -> list[int]:

@@ -31,7 +31,7 @@ def as_dict(r: Report, strict: bool) -> dict[str, Any]:
     return {
         "schema": SCHEMA, "action": r.action, "dry_run": r.dry_run, "engine": i.engine, "version": str(i.version),
         "site": str(i.site), "python": i.python, "changed": r.changed, "notes": r.notes,
-        "exit": r.exit_code(strict), "reasons": r.reasons(strict),
+        "exit": r.exit_code(strict), "reasons": r.reasons(strict), "timings": r.timings,
         "families": [{
             "id": s.family.id, "title": s.family.title, "state": s.state.value, "variant": s.variant,
             "detail": s.detail, "hint": s.hint, "untested": s.untested, "warnings": s.warnings,
@@ -40,14 +40,17 @@ def as_dict(r: Report, strict: bool) -> dict[str, Any]:
     }
 
 
-def as_text(r: Report, strict: bool, said: dict[str, str] | None = None, quiet: bool = False) -> list[str]:
+def as_text(r: Report, strict: bool, said: dict[str, str] | None = None, quiet: bool = False,
+            verbose: bool = False) -> list[str]:
     """The report, without the closing exit line (the CLI prints one for all engines).
 
     ``said`` (text -> family id), shared by the reports of one run, makes each warning and
     each 'turn on' text appear once, in full, where it first applies; a later family that has
     the same one points back to it. A requirement's warning is left to the families it
     concerns now: a pending family gets it when it is applied (JSON keeps every warning).
-    ``quiet`` (-q): only the families that are not ok, with all they say, and what changed."""
+    ``quiet`` (-q): only the families that are not ok, with all they say, and what changed.
+    ``verbose`` (-v): also what was checked (each file's state, each probe's module import time)
+    and the seconds each phase took."""
     said = {} if said is None else said
     i = r.install
     verb = {"apply": "would apply" if r.dry_run else "applied", "revert": "would revert" if r.dry_run else "reverted"}
@@ -68,9 +71,13 @@ def as_text(r: Report, strict: bool, said: dict[str, str] | None = None, quiet: 
             if s.state is State.PENDING and w.startswith(_required(s)):
                 continue
             out.append(_once("warning", w, fid, said))
+        if verbose:
+            out.extend(f"       file {rel}: {state.value}" for rel, state in sorted(s.files.items()))
         for p in s.probes:
             extra = f": {p['detail']}" if p["detail"] else ""
-            out.append(f"       probe {p['id']}: {p['status']}{extra}")
+            took = (f" ({p['module']} imported in {p['seconds']:.2f} s)"
+                    if verbose and p.get("seconds") is not None else "")
+            out.append(f"       probe {p['id']}: {p['status']}{extra}{took}")
         if s.hint and s.state not in (State.APPLIED, State.UPSTREAM) and not (
                 r.action == "revert" and s.state in (State.PENDING, State.UNKNOWN)):  # what revert is for
             out.append(f"       hint: {s.hint}")
@@ -78,6 +85,8 @@ def as_text(r: Report, strict: bool, said: dict[str, str] | None = None, quiet: 
         idle = "nothing" if r.reasons(strict) else "nothing (already in the wanted state)"
         out.append(f"  {verb[r.action]}: {', '.join(r.changed) if r.changed else idle}")
     out.extend(f"  note: {n}" for n in r.notes if not quiet)
+    if verbose and r.timings:
+        out.append("  took: " + ", ".join(f"{phase} {sec:.2f} s" for phase, sec in r.timings.items()))
     return out if not quiet or len(out) > 1 else []
 
 

@@ -728,6 +728,27 @@ def test_quiet_prints_only_what_is_not_ok_and_the_closing_line(toy_engine):
     assert code == 0 and out.splitlines() == ["exit 0: 1 family in the wanted state (1 applied); probes: not run"]
 
 
+def test_verbose_says_what_was_checked_and_how_long_each_phase_took(toy_engine):
+    """-v (issue 34 item 5, as pip and pytest users expect): each file's state, each probe's import
+    time, and the seconds per phase; the JSON carries the same timings; -q with -v is a usage error."""
+    _, sel, _ = toy_engine
+    code, out, _ = cli("apply", *sel, "-v")
+    lines = out.splitlines()
+    assert code == 0 and "       file toyengine/core.py: applied" in lines
+    probe = [ln for ln in lines if ln.lstrip().startswith("probe ")]
+    assert probe and all(re.search(r": passed \(toyengine(\.\w+)* imported in \d+\.\d\d s\)$", ln) for ln in probe)
+    took = re.fullmatch(r"  took: locate (\S+) s, read (\S+) s, write (\S+) s, probes (\S+) s", lines[-1])
+    assert took and all(float(x) >= 0 for x in took.groups())
+    code, out, _ = cli("verify", *sel, "--no-probes")  # without -v: neither files nor timings
+    assert code == 0 and "file toyengine" not in out and "took:" not in out
+    code, out, _ = cli("verify", *sel, "--json")
+    (report,) = json.loads(out)
+    assert set(report["timings"]) == {"locate", "read", "probes"}
+    assert all(isinstance(p["seconds"], float) for f in report["families"] for p in f["probes"])
+    code, _, err = cli("verify", *sel, "-q", "-v")
+    assert code == 2 and "not allowed with argument -q/--quiet" in err
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
