@@ -17,12 +17,15 @@ them one test at a time, and ``--collect-only`` or a one-test ``-k`` fetches not
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from patcher import manifest
+from tests.support import progress
 
 # ----------------------------------------------------------------------------------------------
 # The shipped patch set, parsed once per test process. The CLI, run in-process a few thousand
@@ -57,6 +60,18 @@ def pytest_addoption(parser):
     parser.addoption("--full", action="store_true",
                      help="the full proof: also run the tests marked 'full' (every release, every probe, "
                           "the mutant samples); about 30 minutes on 2 cores")
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal plugin has made its reporter
+def pytest_configure(config):
+    """The controller (or a run without xdist) names its terminal for the progress lines of wheel
+    fetches and environment builds; xdist workers, started later, inherit the variable."""
+    if hasattr(config, "workerinput") or progress.ENV in os.environ:
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    where = progress.destination(bool(reporter is not None and reporter.isatty))
+    if where:
+        os.environ[progress.ENV] = where
 
 
 def pytest_collection_modifyitems(config, items):
@@ -131,6 +146,11 @@ def pytest_collection_finish(session):
     if not todo:
         return
     wheels.CACHE.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    say = progress.say if os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0" else (lambda line: None)  # once
+    say(f"fetching {len(todo)} published wheel(s) the selected tests need: "
+                 f"{', '.join(f'{e} {v}' for e, v in todo)}")
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda ev: wheels.tree(*ev), todo))
+    say(f"fetched {len(todo)} wheel(s) in {time.monotonic() - t0:.0f} s")
 

@@ -26,6 +26,7 @@ from patcher.drafter.release import FamilyState, from_version
 from patcher.maintainer import wheels
 from patcher.manifest import contains
 from patcher.plan import State
+from tests.support import progress
 from tests.support.tiers import release_param
 from tests.test_drafter import (
     T,
@@ -712,7 +713,7 @@ def test_mla_drafter_model_type_as_the_release_runs_it(tmp_path: Path, engine: s
     from patcher.maintainer import cpu_env
     from tests.support import real_drafters as rd
 
-    with cpu_env.using(engine, version) as python:
+    with cpu_env.using(engine, version, log=progress.say) as python:
         proc = subprocess.run([str(python), str(Path(__file__).parent / "support" / "vllm_mla_drafter.py"),
                                *MLA_MODEL_TYPES], capture_output=True, text=True, env=cpu_env.probe_env(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -751,7 +752,7 @@ def test_vllm_method_eagle_with_an_hf_eagle3_drafter_as_the_release_runs_it(tmp_
     from tests.support import real_drafters as rd
     from tests.test_drafter_real_tools import check
 
-    with cpu_env.using(engine, version) as python:
+    with cpu_env.using(engine, version, log=progress.say) as python:
         proc = subprocess.run([str(python), str(Path(__file__).parent / "support" / "vllm_eagle_method.py")],
                               capture_output=True, text=True, env=cpu_env.probe_env(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

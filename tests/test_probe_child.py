@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from patcher import actions, manifest, probe_child, probes
+from tests.support import progress
 from tests.support.tiers import SAMPLE, release_param
 
 ENGINE = "toyengine"
@@ -344,7 +345,7 @@ def test_each_cpu_envs_preloads_fork_a_clean_copy(engine, version, tmp_path):
     checks = tmp_path / "probes.py"
     checks.write_text(ENV_CHECKS)
     said: list[str] = []
-    with cpu_env.using(engine, version) as python:
+    with cpu_env.using(engine, version, log=progress.say) as python:
         got = probes.run_groups(str(python), engine, [], [probe("json", "preloads_left_engine_and_cuda_alone", checks)],
                                 cpu_env.PROBE_TIMEOUT, cpu_env.probe_env(), say=said.append)
     assert statuses(got) == [("passed", "")], got

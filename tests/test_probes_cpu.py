@@ -19,6 +19,7 @@ from packaging.version import Version
 from patcher import manifest, matrix
 from patcher.__main__ import main
 from patcher.maintainer import cpu_env
+from tests.support import progress
 from tests.support.probe_ids import expected
 from tests.support.tiers import SAMPLE, release_param
 
@@ -89,7 +90,7 @@ def cli(*argv: str) -> tuple[int, dict, str]:
 @pytest.mark.cpuenv
 @pytest.mark.parametrize("engine,version", [release_param(e, v) for e, v in CASES])
 def test_probes_pass_on_real_import(engine, version):
-    with cpu_env.using(engine, version) as env:
+    with cpu_env.using(engine, version, log=progress.say) as env:
         _apply_probe_revert(engine, version, str(env))
 
 
