@@ -22,9 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patcher import actions, engines, manifest, write
+from patcher.core import manifest, write
+from patcher.core.plan import State, assess
+from patcher.installed import engines
+from patcher.installer import actions
 from patcher.maintainer import wheels
-from patcher.plan import State, assess
 
 
 def scratch(tree: Path, install: engines.Install, rels: list[str], dest: Path) -> None:

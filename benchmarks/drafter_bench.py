@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patcher.__main__ import run_drafter
-from patcher.drafter import cli
+from patcher.cli import drafter_cli as cli
+from patcher.cli.main import run_drafter
 from patcher.drafter.safetensors_header import DTYPE_BITS, TensorInfo, encode_header
 
 HIDDEN, VOCAB, DRAFT_VOCAB, LAYERS = 7168, 163840, 32000, 61

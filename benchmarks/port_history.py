@@ -27,7 +27,7 @@ from packaging.version import Version
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patcher import hunks, manifest, matrix  # noqa: E402
+from patcher.core import hunks, manifest, matrix  # noqa: E402
 from patcher.maintainer import port, port_proof, wheels  # noqa: E402
 
 

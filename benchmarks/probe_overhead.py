@@ -43,8 +43,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from patcher import actions, probes  # noqa: E402
+from patcher.installer import actions  # noqa: E402
 from patcher.maintainer import cpu_env  # noqa: E402
+from patcher.probes import probes  # noqa: E402
 
 
 def timed(argv: list[str], env: dict[str, str],

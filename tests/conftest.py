@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher import manifest
+from patcher.core import manifest
 from tests.support import progress
 
 # ----------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""patcher/actions.py: what apply, verify and revert decide and report, on a real pip install of the
+"""patcher/installer/actions.py: what apply, verify and revert decide and report, on a real pip install of the
 toy engine: requirements and --strict, revert's RECORD check, our earlier diff told from a hand
 edit, refusals, untested releases. The same decisions on in-memory installs: test_plan.py; the
 whole life of an install across pip upgrades: test_lifecycle.py.
@@ -9,8 +9,9 @@ Each docstring names the break of the code that makes the test fail
 
 from __future__ import annotations
 
-from patcher import actions, write
-from patcher.plan import State
+from patcher.core import write
+from patcher.core.plan import State
+from patcher.installer import actions
 from tests.support import toy, toy_venv
 from tests.support.toy_venv import cli, family, install, only
 

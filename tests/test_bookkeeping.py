@@ -1,4 +1,4 @@
-"""patcher/bookkeeping.py: our own bookkeeping (``<site>/.kimi-patcher/``: lock, journal, backups,
+"""patcher/core/bookkeeping.py: our own bookkeeping (``<site>/.kimi-patcher/``: lock, journal, backups,
 state) is untrusted input.
 
 On a real published SGLang release (tests/support/bookkeeping_site.py), a forged journal must
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from patcher import write
-from patcher.engines import sha256_record
+from patcher.core import write
+from patcher.installed.engines import sha256_record
 from tests.support import bookkeeping_site
 from tests.support.bookkeeping_site import (
     ENGINE,

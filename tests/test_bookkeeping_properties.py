@@ -1,4 +1,4 @@
-"""Property tests of our bookkeeping as untrusted input (patcher/bookkeeping.py, write.py): arbitrary
+"""Property tests of our bookkeeping as untrusted input (patcher/core/bookkeeping.py, write.py): arbitrary
 bytes, arbitrary JSON and one-field mutants of what patcher writes, planted in each of our files on
 a real SGLang release, pristine or patched: never a traceback, never a write outside RECORD, and
 revert still gives the published files. The cases by table: test_bookkeeping.py. The figures of
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from patcher import write
-from patcher.engines import sha256_record
+from patcher.core import write
+from patcher.installed.engines import sha256_record
 from tests.support import bookkeeping_site
 from tests.support.bookkeeping_site import ENGINE, VERSION, _files_we_read, _plant, assert_clean_error, run, snapshot
 from tests.support.tiers import examples
@@ -45,7 +45,7 @@ FILES = ["state", "journal", "backup", "state.orig", "lock"]
 
 def _record(site: Path) -> dict[str, str]:
     (info,) = site.glob(f"{ENGINE}-*.dist-info")
-    from patcher.engines import _record as parse
+    from patcher.installed.engines import _record as parse
 
     return parse(info)
 

@@ -1,4 +1,4 @@
-"""patcher/bytecode.py: which pycs a patched file has, which are rebuilt in which mode, and that the
+"""patcher/core/bytecode.py: which pycs a patched file has, which are rebuilt in which mode, and that the
 engine then runs the patched code.
 
 Three levels: the functions on a folder laid out by hand (no interpreter), the rebuild's failure
@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from patcher import actions, bytecode, engines
-from patcher.plan import State
+from patcher.core import bytecode
+from patcher.core.plan import State
+from patcher.installed import engines
+from patcher.installer import actions
 from tests import test_plan
 from tests.support import toy, toy_venv
 from tests.support.toy_venv import family, install, only, site_of, state

@@ -1,4 +1,4 @@
-"""patcher/__main__.py, the CLI through main(argv): exact lines and exit codes, on real published
+"""patcher/cli/main.py, the CLI through main(argv): exact lines and exit codes, on real published
 releases (a site-packages holding their files) and on the toy engine.
 
 Each test failed on the code before the fix it came with (the first ones with a review's list of
@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import catalogue, engines, manifest, write
-from patcher.__main__ import main
+from patcher.cli.main import main
+from patcher.core import catalogue, manifest, write
+from patcher.installed import engines
 from patcher.maintainer import wheels
 from tests.support import toy
 from tests.support.cli_on_release import cli, install
@@ -456,7 +457,7 @@ def test_port_without_the_port_extra_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "merge3", None)  # what 'import merge3' finds without the extra
     import patcher.maintainer
 
-    for mod in ("patcher.maintainer.port_cli", "patcher.maintainer.port", "patcher.maintainer.merge"):
+    for mod in ("patcher.cli.port_cli", "patcher.maintainer.port", "patcher.maintainer.merge"):
         monkeypatch.delitem(sys.modules, mod, raising=False)
         # `from . import merge` takes the package's attribute first: another test may have imported it
         monkeypatch.delattr(patcher.maintainer, mod.rsplit(".", 1)[1], raising=False)
@@ -665,7 +666,7 @@ def test_vllm_turn_on_line_names_one_option_spelling_and_real_sizes():
     """Each vLLM SM120 variant's 'turn on' text is the one pass_config spelling its releases read
     (enable_fi_allreduce_fusion on 0.11.x, fuse_allreduce_rms after) with the sizes the diff sets,
     never both spellings nor a bare 'MB' placeholder."""
-    from patcher import manifest
+    from patcher.core import manifest
 
     (fam,) = [f for f in manifest.load_all(manifest.PATCHES, ("vllm",)) if f.name == "sm120-allreduce-fusion"]
     for v in fam.variants:
@@ -679,7 +680,7 @@ def test_vllm_turn_on_line_names_one_option_spelling_and_real_sizes():
 def test_the_references_version_example_counts_what_ships():
     """Issue 34 item 9: a count in the docs is generated or tested; this one said 9 and 40 when 15 and
     72 shipped. The hash is an example (it changes with every patch file); the counts are not."""
-    from patcher import manifest
+    from patcher.core import manifest
 
     text = (ROOT / "docs" / "reference.md").read_text()
     m = re.search(r"`patcher \S+ \(patch set: (\d+) families, (\d+) variants, sha256 [0-9a-f]{12}\)`", text)

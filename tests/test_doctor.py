@@ -2,7 +2,7 @@
 
 Fast tests read commands and the launch facts on stand-ins; the ``wheels`` tests run doctor on
 the published trees (``--site``), where verify, the drafter check and the launch facts meet,
-and prove each constant of patcher/launch_facts.py against every cached release's files.
+and prove each constant of patcher/release/launch_facts.py against every cached release's files.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import launch_facts
-from patcher.__main__ import main
-from patcher.drafter.release import FamilyState, from_version
-from patcher.launch_checks import fusion_findings, two_batch_overlap_findings
-from patcher.launch_command import LaunchUsageError, parse
+from patcher.cli.main import main
+from patcher.launch.launch_checks import fusion_findings, two_batch_overlap_findings
 from patcher.maintainer import wheels
+from patcher.release import launch_facts
+from patcher.release.launch_command import LaunchUsageError, parse
+from patcher.release.release import FamilyState, from_version
 from tests.test_drafter import eagle3_config, make_drafter, make_target
 from tests.test_drafter_release import k2_target
 

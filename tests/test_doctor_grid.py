@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher.__main__ import main
+from patcher.cli.main import main
 from patcher.maintainer import wheels
 from tests.support import real_drafters as rd
 from tests.support.tiers import SAMPLE, release_param

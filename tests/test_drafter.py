@@ -19,9 +19,10 @@ import pytest
 from packaging.version import Version
 from safetensors.numpy import load_file, save_file
 
-from patcher.__main__ import run_drafter
-from patcher.drafter import cli, facts, fix_copy
-from patcher.drafter.release import Release, from_version
+from patcher.cli import drafter_cli as cli
+from patcher.cli.main import run_drafter
+from patcher.drafter import facts, fix_copy
+from patcher.release.release import Release, from_version
 
 H = 8  # drafter hidden size
 T = 8  # target hidden size

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from patcher import manifest
+from patcher.core import manifest
 from tests.support import toy
 from tests.support.toy_venv import as_engine
 

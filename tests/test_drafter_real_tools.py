@@ -111,7 +111,7 @@ def test_after_apply_follows_the_config_ids_family_once_merged(tmp_path: Path) -
     from patcher.drafter.checkpoint import read_checkpoint, read_config
     from patcher.drafter.checks import check_drafter
     from patcher.drafter.configs import parse_drafter_config, parse_target_config
-    from patcher.drafter.release import FamilyState, from_version
+    from patcher.release.release import FamilyState, from_version
 
     drafter, target = rd.specforge_kimi(tmp_path, ids=SPECFORGE_IDS), rd.kimi_target(tmp_path)
     ckpt = read_checkpoint(drafter)
@@ -431,7 +431,7 @@ def test_fix_renames_to_the_spelling_every_release_reads(tmp_path: Path) -> None
 
 
 def test_fix_shows_progress_on_large_copies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from patcher.drafter import cli
+    from patcher.cli import drafter_cli as cli
 
     drafter, new = rd.specforge_kimi(tmp_path, ids=SPECFORGE_IDS), tmp_path / "new"
     monkeypatch.setattr(cli, "PROGRESS_FROM", 1)  # the header-only drafter is 3.7 GB of holes; say "large"

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
-from patcher import engine_specs, manifest, matrix
+from patcher import engine_specs
+from patcher.core import manifest, matrix
 from patcher.maintainer import cpu_env
 
 ENGINES = engine_specs.NAMES

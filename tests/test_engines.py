@@ -1,4 +1,4 @@
-"""patcher/engines.py: which copy of the engine Python imports, found without importing it; an
+"""patcher/installed/engines.py: which copy of the engine Python imports, found without importing it; an
 editable install, a copy without dist-info shadowing the wheel, a second installed copy, and an
 unreadable site-packages each get a clear error (exit 2) and zero bytes changed, or patch only
 the copy Python imports (toy_copies' engine, every file hashed before and after)."""
@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from patcher import actions
 from patcher.errors import PatcherError
+from patcher.installer import actions
 from tests.support import toy_copies
 from tests.support.toy_copies import ENGINE, PATCHED, Env, new_env, refused, run, snapshot
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.__main__ import main
+from patcher.cli.main import main
 from tests.support import real_drafters
 from tests.support.real_drafters import write_header_only
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from patcher import write
-from patcher.engines import sha256_record
+from patcher.core import write
+from patcher.core.plan import State
 from patcher.errors import PatcherError
-from patcher.plan import State
+from patcher.installed.engines import sha256_record
 from tests.support import sglang_site as sglang_site_module
 from tests.support import toy_copies
 from tests.support.sglang_site import released_family
@@ -298,7 +298,7 @@ def test_release_with_no_variant(env):
 def test_released_diff_altered_after_release_is_detected_before_writing(sg, tmp_path, alteration):
     import io
 
-    from patcher.__main__ import main
+    from patcher.cli.main import main
 
     patches = released_family(tmp_path)
     diff = patches / "sglang" / "eagle3-drafter-keys" / "v1.diff"

@@ -1,13 +1,13 @@
-"""patcher/hunks.py, the pure hunk engine, by tables. Hypothesis round trips and GNU patch as an
+"""patcher/core/hunks.py, the pure hunk engine, by tables. Hypothesis round trips and GNU patch as an
 oracle: test_hunks_properties.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from patcher import hunks
+from patcher.core import hunks
+from patcher.core.hunks import FileState
 from patcher.errors import DiffError, HunkFailed
-from patcher.hunks import FileState
 from tests.support.diffs import roundtrip
 
 

@@ -1,4 +1,4 @@
-"""Property tests of the hunk engine (patcher/hunks.py): hypothesis round trips on generated file
+"""Property tests of the hunk engine (patcher/core/hunks.py): hypothesis round trips on generated file
 pairs, and GNU patch (fuzz 0) as an oracle on the same diffs. The table tests: test_hunks.py.
 """
 
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from patcher import hunks
+from patcher.core import hunks
+from patcher.core.hunks import FileState
 from patcher.errors import HunkFailed
-from patcher.hunks import FileState
 from tests.support import tools
 from tests.support.diffs import make_diff, roundtrip
 from tests.support.tiers import examples

@@ -1,4 +1,4 @@
-"""patcher/import_cost.py: which probe groups start first (the ones that import most of the engine).
+"""patcher/probes/import_cost.py: which probe groups start first (the ones that import most of the engine).
 
 An estimate read from the source: these tests pin what it follows and what it leaves out, and
 that on real releases it ranks the probed modules as their measured import times do."""
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from patcher import import_cost, probes
 from patcher.maintainer import wheels
+from patcher.probes import import_cost, probes
 
 TOY = {
     "eng/__init__.py": "",

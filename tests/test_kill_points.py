@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from patcher import actions, write
-from patcher.engines import sha256_record
-from patcher.plan import State
+from patcher.core import write
+from patcher.core.plan import State
+from patcher.installed.engines import sha256_record
+from patcher.installer import actions
 from tests.support import toy_copies
 from tests.support.toy_copies import (
     ALL_FILES,

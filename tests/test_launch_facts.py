@@ -1,4 +1,4 @@
-"""patcher/launch_facts.py against the published wheels: every constant, release by release.
+"""patcher/release/launch_facts.py against the published wheels: every constant, release by release.
 
 The default tier reads the releases on each side of every boundary a constant claims; the rest
 of the covered releases run with ``pytest --full`` (tests/conftest.py). Each test reads the
@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import launch_facts, matrix
+from patcher.core import matrix
 from patcher.maintainer import wheels
+from patcher.release import launch_facts
 
 # The releases on each side of every boundary in launch_facts (and the newest covered one).
 SAMPLE = {

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from patcher import actions
-from patcher.engines import sha256_record
-from patcher.plan import State
+from patcher.core.plan import State
+from patcher.installed.engines import sha256_record
+from patcher.installer import actions
 from tests.support import toy, toy_venv
 from tests.support.toy_venv import state
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher import manifest
+from patcher.core import manifest
 from patcher.errors import ManifestError
 
 GOOD = """title = "t"

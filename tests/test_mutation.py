@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from patcher import hunks, manifest
+from patcher.core import hunks, manifest
 from patcher.maintainer import mutation
 
 FAMILIES = manifest.load_all()

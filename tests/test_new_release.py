@@ -16,10 +16,12 @@ import shutil
 
 import pytest
 
-from patcher import actions, engines, manifest, matrix, plan
+from patcher.core import manifest, matrix, plan
+from patcher.core.plan import State
+from patcher.installed import engines
+from patcher.installer import actions
 from patcher.maintainer import leave_out, wheels
 from patcher.maintainer.port_proof import scratch_site
-from patcher.plan import State
 from tests.support.tiers import release_param
 
 RELEASES = [(e, v) for e in manifest.ENGINES for v in matrix.releases(e)]
@@ -107,7 +109,7 @@ def test_which_runners_a_release_ships_is_read_from_its_files(version, runners, 
     at start-up (platforms/interface.py), with no entry for the variable in envs.py."""
     from packaging.version import Version
 
-    from patcher import launch_facts
+    from patcher.release import launch_facts
 
     site = wheels.tree("vllm", version)
     assert launch_facts.vllm_runners(Version(version), site) == runners
@@ -129,7 +131,7 @@ def test_an_unknown_capture_family_is_never_read_as_captures_nothing(tmp_path):
     captures nothing" (a false no-go): what it captures is not known. With what ships for 0.34.0
     the family is upstream and the target captures the drafter's ids on the v2 runner after apply."""
     from patcher.drafter import facts
-    from patcher.drafter import release as drafter_release
+    from patcher.release import release as drafter_release
 
     install = engines.find("vllm", site=wheels.tree("vllm", "0.34.0"))
     root = leave_out.cut(manifest.PATCHES, "vllm", "0.34.0", tmp_path / "patches")
@@ -146,7 +148,7 @@ def test_a_release_whose_runner_files_moved_has_an_unknown_runner(tmp_path):
     'v2 only' (or v1), it is unknown."""
     from packaging.version import Version
 
-    from patcher import launch_facts
+    from patcher.release import launch_facts
 
     (tmp_path / "vllm").mkdir()
     runners = launch_facts.vllm_runners(Version("0.40.0"), tmp_path)

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import bookkeeping, manifest, plan
-from patcher.engines import Install, sha256_record
+from patcher.core import bookkeeping, manifest, plan
+from patcher.core.hunks import FileState
+from patcher.core.plan import State
 from patcher.errors import PatcherError, WriteError
-from patcher.hunks import FileState
-from patcher.plan import State
+from patcher.installed.engines import Install, sha256_record
 from tests.support import toy
 
 ENGINE = "toyengine"

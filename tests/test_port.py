@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from patcher import engines, manifest
-from patcher.__main__ import main
+from patcher.cli.main import main
+from patcher.core import manifest
+from patcher.installed import engines
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -88,7 +89,7 @@ def test_apply_verify_revert_never_import_the_port_machinery(tmp_path):
     site = port_proof.scratch_site(tree, install, rels, tmp_path / "site")
     code = f"""
 import sys
-from patcher.__main__ import main
+from patcher.cli.main import main
 for cmd in ("verify", "apply", "verify", "revert"):
     main([cmd, "--engine", "sglang", "--site", {str(site)!r}, "--no-probes", "--only", "sm120-allreduce-fusion"])
 bad = sorted(m for m in sys.modules if m == "merge3" or m.startswith("patcher.maintainer"))

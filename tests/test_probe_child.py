@@ -1,5 +1,5 @@
-"""patcher/probe_child.py, the probe runner's zygote (probes.run_groups, probe_child.fork_main), on a toy package put on
-sys.path of this interpreter: no venv, no pip, a second or two each.
+"""patcher/probes/probe_child.py, the probe runner's zygote (probes.run_groups, probe_child.fork_main), on a
+toy package put on sys.path of this interpreter: no venv, no pip, a second or two each.
 
 What it must keep from one fresh interpreter per group: a child's failed import and whatever
 it left in sys.modules never reach the next child; and where forking is not a clean copy of a
@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from patcher import actions, manifest, probe_child, probes
+from patcher.cli import main as cli_main
+from patcher.core import manifest
+from patcher.probes import probe_child, probes
 from tests.support import progress
 from tests.support.tiers import SAMPLE, release_param
 
@@ -239,7 +241,7 @@ def test_without_fork_the_fallback_is_taken_and_debug_says_so(monkeypatch, capsy
     monkeypatch.setattr(probes, "_forked", lambda *a: pytest.fail("the zygote ran without os.fork"))
     for debug in (True, False):
         got = probes.run_groups(sys.executable, toy_engine.ENGINE, [], [[{"module": "m"}]], 5, {},
-                                say=actions._debug(actions.Options(debug=debug)))
+                                say=cli_main._debug(debug, sys.stderr))
         assert got == [[{"status": "passed"}]]
     assert len(seen) == 2
     assert capsys.readouterr().err == "probes: one fresh interpreter per module (this platform cannot fork)\n"

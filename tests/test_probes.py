@@ -1,4 +1,4 @@
-"""patcher/probes.py: which probes run, in what order, in what interpreter, and how a dying or
+"""patcher/probes/probes.py: which probes run, in what order, in what interpreter, and how a dying or
 hanging probe interpreter is reported, on a real pip install of the toy engine.
 
 Many docstrings name the surviving mutants of a mutmut run (2026-12) the test was
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from patcher import actions
+from patcher.installer import actions
 from tests.support import toy, toy_venv
 from tests.support.toy_venv import family, install
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import manifest, matrix
-from patcher.__main__ import main
+from patcher.cli.main import main
+from patcher.core import manifest, matrix
 from patcher.maintainer import cpu_env
 from tests.support import progress
 from tests.support.probe_ids import expected

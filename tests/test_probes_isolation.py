@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from patcher import actions, engines, manifest, plan, probes, write
-from patcher.report import as_dict
+from patcher.cli.report import as_dict
+from patcher.core import manifest, plan, write
+from patcher.installed import engines
+from patcher.installer import actions
+from patcher.probes import probes
 from tests.support import toy
 
 PROBES_PY = toy.PROBES + '''
@@ -191,7 +194,7 @@ def test_engine_without_dependencies_every_probe_not_importable(engine, version,
     import shutil
     import sys
 
-    from patcher.__main__ import main
+    from patcher.cli.main import main
     from patcher.maintainer import wheels
     from tests.support.probe_ids import expected
 

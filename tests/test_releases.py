@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from patcher import actions, engines, manifest, matrix, plan
+from patcher.core import manifest, matrix, plan
+from patcher.core.manifest import Refused, Upstream, Variant
+from patcher.core.plan import State, assess
+from patcher.installed import engines
+from patcher.installer import actions
 from patcher.maintainer import wheels
 from patcher.maintainer.port_proof import scratch_site
-from patcher.manifest import Refused, Upstream, Variant
-from patcher.plan import State, assess
 from tests.support.tiers import release_param
 
 RELEASES = [(e, v) for e in manifest.ENGINES for v in matrix.releases(e)]
@@ -149,7 +151,7 @@ def test_release(engine, version, tmp_path):
 
 def test_versions_md_is_current():
     assert (matrix.ROOT / "VERSIONS.md").read_text() == matrix.render(), \
-        "VERSIONS.md is stale: run 'python -m patcher.matrix'"
+        "VERSIONS.md is stale: run 'python -m patcher.core.matrix'"
 
 
 def test_no_release_is_unknown():

@@ -1,4 +1,4 @@
-"""patcher/selection.py: which families a run acts on (--engine, --only, --skip, bare ids across
+"""patcher/core/selection.py: which families a run acts on (--engine, --only, --skip, bare ids across
 engines), and the usage errors for a selection that means nothing, through the CLI's exact lines."""
 
 from __future__ import annotations

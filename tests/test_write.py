@@ -1,4 +1,4 @@
-"""patcher/write.py: the all-or-nothing write, its rollback, our folder and the lock, on a real pip
+"""patcher/core/write.py: the all-or-nothing write, its rollback, our folder and the lock, on a real pip
 install of the toy engine (tests/support/toy_venv.py).
 
 Kills at every step in child processes: test_kill_points.py; hostile bookkeeping files on a real
@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from patcher import actions, engines, write
+from patcher.core import write
+from patcher.core.plan import State
 from patcher.errors import LockBusy, WriteError
-from patcher.plan import State
+from patcher.installed import engines
+from patcher.installer import actions
 from tests.support import toy, toy_venv
 from tests.support.toy_venv import Killed, cli, family, install, only
 

@@ -1,5 +1,5 @@
-"""``patcher drafter check|fix``: the arguments, and the printed reports (the only module here that
-prints). Errors are raised; ``patcher.__main__`` prints them, as for every command.
+"""``patcher drafter check|fix``: the arguments; the reports are rendered by ``patcher.cli.report``.
+Errors are raised; ``patcher.cli.main`` prints them, as for every command.
 
 Exit codes, findings and the ``--json`` objects (``patcher.drafter.check/1``,
 ``patcher.drafter.fix/1``) are documented once, in docs/reference.md, section "patcher drafter".
@@ -13,17 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from ..manifest import ENGINES
-from .checkpoint import read_checkpoint, read_config
-from .checks import check_drafter
-from .configs import parse_drafter_config, parse_target_config
-from .findings import LEVELS, PROBLEM, UNKNOWN, Finding, has_problem, tally
-from .fix import fix_drafter
-from .locate import Detect, resolve_engine
-from .release import Release
+from patcher.cli import report
+from patcher.core.manifest import ENGINES
+from patcher.drafter.checkpoint import read_checkpoint, read_config
+from patcher.drafter.checks import check_drafter
+from patcher.drafter.configs import parse_drafter_config, parse_target_config
+from patcher.drafter.findings import has_problem
+from patcher.drafter.fix import fix_drafter
+from patcher.drafter.locate import Detect, resolve_engine
+from patcher.release.release import Release
 
-CHECK_SCHEMA = "patcher.drafter.check/1"
-FIX_SCHEMA = "patcher.drafter.fix/1"
+CHECK_SCHEMA, FIX_SCHEMA = report.CHECK_SCHEMA, report.FIX_SCHEMA
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -70,19 +70,11 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, *, out: TextIO, err: TextIO, detect: Detect) -> int:
-    """Run ``drafter check|fix``; a PatcherError goes up to ``patcher.__main__``, which prints it."""
+    """Run ``drafter check|fix``; a PatcherError goes up to ``patcher.cli.main``, which prints it."""
     engine = resolve_engine(args.engine, args.engine_version, detect, args.python, args.site)
     if args.drafter_command == "check":
         return _check(args, engine, out, err)
     return _fix(args, engine, out, err)
-
-
-def _engine_json(engine: Release | None) -> dict | None:
-    if engine is None:
-        return None
-    return {"name": engine.name, "version": str(engine.version) if engine.version else None,
-            "source": engine.source, "site": str(engine.site) if engine.site else None, "python": engine.python,
-            "families": {f.family.id: f.state for f in engine.families}}
 
 
 def _check(args: argparse.Namespace, engine: Release | None, out: TextIO, err: TextIO) -> int:
@@ -95,77 +87,25 @@ def _check(args: argparse.Namespace, engine: Release | None, out: TextIO, err: T
     code = 1 if has_problem(findings) else 0
     if engine is None:  # exit 0 here must not read as a pass in CI (JSON: "engine": null says it)
         if not args.json:
-            print("warning: no engine found or named: the engine-specific checks are hints, not a pass; name the "
-                  "release (--engine E --engine-version V, or --python / --site), or add --strict to exit 1 here",
-                  file=err)
+            print(report.NO_ENGINE_WARNING, file=err)
         code = 1 if args.strict else code
     if args.json:
-        counts = {level: sum(f.level == level for f in findings) for level in LEVELS}
-        print(json.dumps({
-            "schema": CHECK_SCHEMA, "drafter": str(ckpt.folder.absolute()),
-            "target": str(args.target.absolute()) if args.target else None,
-            "engine": _engine_json(engine), "findings": [f.to_json() for f in findings],
-            "counts": counts, "exit": code}, indent=2), file=out)
-        return code
-    fmt = "speculators" if drafter.format == "speculators" else ", ".join(drafter.architectures) or "no architecture"
-    print(f"drafter: {ckpt.folder} ({fmt}; {len(ckpt.tensors)} tensors in {len(ckpt.files)} file(s))", file=out)
-    if target is not None:
-        print(f"target:  {args.target} ({target.model_type}/{target.text_model_type}, "
-              f"{target.num_hidden_layers} layers, hidden {target.hidden_size}, vocab {target.vocab_size})", file=out)
-    if engine is None:
-        print("engine:  none installed or named (engine-specific checks are hints)", file=out)
+        print(json.dumps(report.check_json(ckpt, args.target, engine, findings, code), indent=2), file=out)
     else:
-        where = f" at {engine.site}" if engine.site else ""
-        print(f"engine:  {engine.label()} ({engine.source}{where})", file=out)
-    for f in findings:
-        print_finding(f, out)
-    print(f"result:  {tally(findings)}", file=out)
+        print("\n".join(report.check_lines(ckpt, drafter, args.target, target, engine, findings)), file=out)
     return code
-
-
-def print_finding(f: Finding, out: TextIO) -> None:
-    label = f.level.upper() if f.level in (PROBLEM, UNKNOWN) else f.level
-    print(f"  {label:8} {f.code}: {f.message}", file=out)
-    for name, text in (("wanted", f.wanted), ("found", f.found), ("hint", f.hint)):
-        if text and (f.level != "ok"):
-            print(f"           {name + ':':8}{text}", file=out)
 
 
 def _fix(args: argparse.Namespace, engine: Release | None, out: TextIO, err: TextIO) -> int:
     done = fix_drafter(args.drafter, args.out, args.target, engine, progress=None if args.json else _progress(err))
-    plan, result, remaining = done.plan, done.written, done.remaining
     assert engine is not None  # fix_drafter refuses to run without one
-    code = 1 if remaining else 0
+    code = 1 if done.remaining else 0
     if args.json:
-        renamed = ({"from": plan.rename_from, "to": plan.rename_to, "count": plan.renamed}
-                   if plan.rename_from else None)
-        print(json.dumps({
-            "schema": FIX_SCHEMA, "drafter": str(done.source.folder.absolute()),
-            "out": str(result.out.absolute()) if result else None,
-            "engine": _engine_json(engine), "renamed": renamed, "config_rewritten": plan.config_rewritten,
-            "notes": list(plan.notes), "files": list(result.files) if result else [],
-            "tensors_verified": result.tensors_verified if result else 0,
-            "bytes_verified": result.bytes_verified if result else 0,
-            "problems": [f.to_json() for f in remaining], "exit": code}, indent=2), file=out)
-        return code
-    if result is None:  # nothing to fix: say so, and list the problems no copy can mend
-        for note in plan.notes:
-            print(note, file=out)
-        if remaining:
-            print(f"{len(remaining)} problem(s) remain that no copy of the drafter can mend:", file=out)
-            for f in remaining:
-                print_finding(f, out)
-        return code
-    print(f"wrote {result.out} for {engine.label()}", file=out)
-    for note in plan.notes:
-        print(f"  {note}", file=out)
-    print(f"  {result.tensors_verified} tensors ({result.bytes_verified} bytes) verified identical by sha256",
-          file=out)
-    if remaining:
-        print(f"the copy still has {len(remaining)} problem(s) {engine.label()} would run into:", file=out)
-        for f in remaining:
-            print_finding(f, out)
-        print(f"result:  copy kept at {result.out}; {len(remaining)} problem(s) remain", file=out)
+        print(json.dumps(report.fix_json(done, engine, code), indent=2), file=out)
+    else:
+        lines = report.fix_lines(done, engine)
+        if lines:
+            print("\n".join(lines), file=out)
     return code
 
 

@@ -1,4 +1,5 @@
-"""Command line: ``python -m patcher`` / ``patcher``. The only module that prints or exits.
+"""Command line: ``python -m patcher`` / ``patcher``: the arguments, the dispatch, the exit code.
+What each report looks like is ``patcher.cli.report``'s; only ``patcher/cli/`` prints.
 
 Exit codes: 0 everything in the wanted state; 1 a family is not (pending, lost, refused,
 blocked, conflict, unknown release, failed probe; with --strict also warnings, untested
@@ -18,9 +19,11 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
-from . import __version__, actions, catalogue, engine_specs, manifest, selection
-from .errors import NotInstalled, PatcherError
-from .report import SCHEMA, as_dict, as_text, summary
+from patcher import __version__, engine_specs
+from patcher.cli.report import SCHEMA, as_dict, as_text, summary
+from patcher.core import catalogue, manifest, selection
+from patcher.errors import NotInstalled, PatcherError
+from patcher.installer import actions
 
 EXIT_USAGE = 2
 _NOT_OK = ("pending, lost, refused, blocked, conflict, unknown release,\n"
@@ -135,10 +138,10 @@ def _parser() -> argparse.ArgumentParser:
                              description="The catalogue we ship, not this install: 'patcher verify' says what "
                                          "an install gets.")
     _selection_flags(listing, "list")
-    from .drafter import cli as drafter_cli
+    from patcher.cli import drafter_cli
 
     drafter_cli.add_parser(sub)
-    from . import doctor_cli
+    from patcher.cli import doctor_cli
 
     doctor_cli.add_parser(sub)
     port = sub.add_parser("port", help="maintainers: carry the patch set to a release no variant covers, proven")
@@ -161,8 +164,13 @@ def _options(args: argparse.Namespace, err: TextIO | None = None) -> actions.Opt
         python=args.python, site=args.site, only=tuple(args.only), skip=tuple(args.skip),
         dry_run=getattr(args, "dry_run", False), strict=args.strict,
         allow_untested=getattr(args, "allow_untested", False), probes=not args.no_probes,
-        probe_timeout=args.probe_timeout, patches=args.patches, debug=args.debug,
+        probe_timeout=args.probe_timeout, patches=args.patches, debug=_debug(args.debug, err),
         progress=_progress(args, err))
+
+
+def _debug(on: bool, err: TextIO | None):
+    """--debug: the installer's lines on how the probes ran, on stderr."""
+    return (lambda line: print(line, file=err or sys.stderr)) if on else None
 
 
 def _progress(args: argparse.Namespace, err: TextIO | None):
@@ -226,7 +234,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def run_drafter(args: argparse.Namespace, out: TextIO, err: TextIO, detect) -> int:
     """``patcher drafter check|fix`` with ``detect`` locating the engine (tests pass a stand-in)."""
-    from .drafter import cli as drafter_cli
+    from patcher.cli import drafter_cli
 
     try:
         return drafter_cli.run(args, out=out, err=err, detect=detect)
@@ -274,7 +282,7 @@ def _stop_writing(out: TextIO) -> None:
 def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
     command = None
     if argv[:1] == ["doctor"]:  # everything after '--' is the server command, not ours to parse
-        from .doctor_cli import split_argv
+        from patcher.cli.doctor_cli import split_argv
         argv, command = split_argv(argv)
     parser = _parser()
     try:
@@ -287,14 +295,14 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
                         [a for a in argv if not a.startswith("-")][:1])
         return _error(exc, err, False, out if "--json" in argv else None, name)
     if args.command == "doctor":
-        from . import doctor_cli
+        from patcher.cli import doctor_cli
         return doctor_cli.run(args, command, out=out, err=err)
     if args.command == "drafter":
-        from .drafter.locate import drafter_detect
+        from patcher.drafter.locate import drafter_detect
         return run_drafter(args, out, err, drafter_detect)
     if args.command == "port":  # maintainer tooling: the merge library and the fetcher load only here
         try:
-            from .maintainer import port_cli
+            from patcher.cli import port_cli
         except ModuleNotFoundError as exc:
             if exc.name not in PORT_EXTRA:
                 raise

@@ -1,7 +1,7 @@
 """``patcher port`` behind the CLI: runs the port per release and renders the outcomes.
 
 Imported only when the ``port`` command runs, so apply / verify / revert never load the
-merge library or the wheel fetcher. Returns text for patcher/__main__.py to print.
+merge library or the wheel fetcher. Returns text for patcher/cli/main.py to print.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from .. import matrix
-from ..errors import PatcherError
-from .port import Outcome, Request
-from .port import run as port
+from patcher.core import matrix
+from patcher.errors import PatcherError
+from patcher.maintainer.port import Outcome, Request
+from patcher.maintainer.port import run as port
 
 
 def run(args: argparse.Namespace) -> tuple[int, str]:

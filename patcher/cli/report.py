@@ -1,12 +1,21 @@
-"""Reports as text for people and JSON for machines (schemas in docs/reference.md)."""
+"""The one printer: every command's report as text for people and as JSON for machines
+(schemas in docs/reference.md). The command modules build reports and hand them here; what a
+finding, an engine release or a verdict looks like is written once, in this module.
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from .actions import Report
-from .plan import State
+from patcher.core.plan import State
+from patcher.drafter.checkpoint import Checkpoint
+from patcher.drafter.configs import DrafterConfig, TargetConfig
+from patcher.drafter.findings import LEVELS, PROBLEM, UNKNOWN, Finding, tally
+from patcher.drafter.fix import FixOutcome
+from patcher.installer.actions import Report
+from patcher.launch import doctor
+from patcher.release.release import Release
 
 # The JSON of apply / verify / revert (docs/reference.md "--json schema"). A change that could break a
 # reader (a key removed, renamed or retyped) takes a new number; added keys do not.
@@ -133,3 +142,140 @@ def summary(reports: list[Report]) -> str:
     proved = ", ".join(f"{probes.count(v)} {v}" for v in outcomes if v in probes) or "not run"
     families = f"{len(states)} famil{'y' if len(states) == 1 else 'ies'}"
     return f"exit 0: {families} in the wanted state ({counts}); probes: {proved}"
+
+
+# --- findings and releases, as every command that judges shows them --------------------------------
+
+def finding_lines(f: Finding) -> list[str]:
+    """One finding: its level and code, then (unless ok) what was wanted, found, and the hint."""
+    label = f.level.upper() if f.level in (PROBLEM, UNKNOWN) else f.level
+    lines = [f"  {label:8} {f.code}: {f.message}"]
+    for name, text in (("wanted", f.wanted), ("found", f.found), ("hint", f.hint)):
+        if text and f.level != "ok":
+            lines.append(f"           {name + ':':8}{text}")
+    return lines
+
+
+def findings_lines(findings: list[Finding]) -> list[str]:
+    return [line for f in findings for line in finding_lines(f)]
+
+
+def counts(findings: list[Finding]) -> dict[str, int]:
+    return {level: sum(f.level == level for f in findings) for level in LEVELS}
+
+
+def release_json(engine: Release | None) -> dict | None:
+    if engine is None:
+        return None
+    return {"name": engine.name, "version": str(engine.version) if engine.version else None,
+            "source": engine.source, "site": str(engine.site) if engine.site else None, "python": engine.python,
+            "families": {f.family.id: f.state for f in engine.families}}
+
+
+# --- patcher drafter check | fix (patcher.drafter.check/1, patcher.drafter.fix/1) --------------------
+CHECK_SCHEMA = "patcher.drafter.check/1"
+FIX_SCHEMA = "patcher.drafter.fix/1"
+NO_ENGINE_WARNING = ("warning: no engine found or named: the engine-specific checks are hints, not a pass; name "
+                     "the release (--engine E --engine-version V, or --python / --site), or add --strict to exit "
+                     "1 here")
+
+
+def check_json(ckpt: Checkpoint, target_path, engine: Release | None, findings: list[Finding], code: int) -> dict:
+    return {"schema": CHECK_SCHEMA, "drafter": str(ckpt.folder.absolute()),
+            "target": str(target_path.absolute()) if target_path else None,
+            "engine": release_json(engine), "findings": [f.to_json() for f in findings],
+            "counts": counts(findings), "exit": code}
+
+
+def check_lines(ckpt: Checkpoint, drafter: DrafterConfig, target_path, target: TargetConfig | None,
+                engine: Release | None, findings: list[Finding]) -> list[str]:
+    fmt = "speculators" if drafter.format == "speculators" else ", ".join(drafter.architectures) or "no architecture"
+    out = [f"drafter: {ckpt.folder} ({fmt}; {len(ckpt.tensors)} tensors in {len(ckpt.files)} file(s))"]
+    if target is not None:
+        out.append(f"target:  {target_path} ({target.model_type}/{target.text_model_type}, "
+                   f"{target.num_hidden_layers} layers, hidden {target.hidden_size}, vocab {target.vocab_size})")
+    if engine is None:
+        out.append("engine:  none installed or named (engine-specific checks are hints)")
+    else:
+        where = f" at {engine.site}" if engine.site else ""
+        out.append(f"engine:  {engine.label()} ({engine.source}{where})")
+    return [*out, *findings_lines(findings), f"result:  {tally(findings)}"]
+
+
+def fix_json(done: FixOutcome, engine: Release, code: int) -> dict:
+    plan, result = done.plan, done.written
+    renamed = {"from": plan.rename_from, "to": plan.rename_to, "count": plan.renamed} if plan.rename_from else None
+    return {"schema": FIX_SCHEMA, "drafter": str(done.source.folder.absolute()),
+            "out": str(result.out.absolute()) if result else None,
+            "engine": release_json(engine), "renamed": renamed, "config_rewritten": plan.config_rewritten,
+            "notes": list(plan.notes), "files": list(result.files) if result else [],
+            "tensors_verified": result.tensors_verified if result else 0,
+            "bytes_verified": result.bytes_verified if result else 0,
+            "problems": [f.to_json() for f in done.remaining], "exit": code}
+
+
+def fix_lines(done: FixOutcome, engine: Release) -> list[str]:
+    plan, result, remaining = done.plan, done.written, done.remaining
+    if result is None:  # nothing to fix: say so, and list the problems no copy can mend
+        out = list(plan.notes)
+        if remaining:
+            out.append(f"{len(remaining)} problem(s) remain that no copy of the drafter can mend:")
+            out += findings_lines(remaining)
+        return out
+    out = [f"wrote {result.out} for {engine.label()}", *(f"  {note}" for note in plan.notes),
+           f"  {result.tensors_verified} tensors ({result.bytes_verified} bytes) verified identical by sha256"]
+    if remaining:
+        out.append(f"the copy still has {len(remaining)} problem(s) {engine.label()} would run into:")
+        out += findings_lines(remaining)
+        out.append(f"result:  copy kept at {result.out}; {len(remaining)} problem(s) remain")
+    return out
+
+
+# --- patcher doctor (patcher.doctor/1) --------------------------------------------------------------
+
+def doctor_json(r: doctor.DoctorReport) -> dict:
+    findings = r.findings()
+    code = r.exit_code
+    release = r.release
+    return {
+        "schema": doctor.SCHEMA, "command": list(r.command.command),
+        "engine": {"name": release.name, "version": str(release.version), "site": str(release.site),
+                   "python": release.python},
+        "target": r.command.target, "drafter": r.command.drafter, "tp": r.command.tp,
+        "env": {name: {"read": v.read, "default": v.default, "value": r.environ.get(name),
+                       "from_command": name in r.command.env} for name, v in r.env.items()},
+        "verify": as_dict(r.verify, False),
+        "findings": [f.to_json() for f in findings],
+        "counts": counts(findings) | {"reasons": len(r.reasons()), "from_verify": len(r.verify.reasons(False))},
+        "not_checked": [] if r.probes else ["whether the engine imports here: --probes runs the probes"],
+        "verdict": "no-go" if code else "go", "reasons": r.reasons(), "next": r.next_steps(), "exit": code,
+    }
+
+
+def doctor_lines(r: doctor.DoctorReport) -> list[str]:
+    cmd = r.command
+    out = [f"command: {' '.join(cmd.command)[:160]}", f"engine:  {r.release.label()} (installed at {r.release.site})"]
+    out.append("verify:" if r.probes else "verify (no probes; --probes runs them):")
+    out += ["  " + line for line in as_text(r.verify, False)]
+    out += ["launch:", *findings_lines(r.launch)]
+    if r.drafter:
+        out += [f"drafter check ({cmd.drafter}):", *findings_lines(r.drafter)]
+    reasons = r.reasons()
+    out += [f"next:    {step}" for step in r.next_steps()]
+    from_verify = len(r.verify.reasons(False))
+    counted = f"{len(reasons)} reason(s): {from_verify} from verify, " if reasons else ""
+    unproven = "" if r.probes else "; not checked: whether the engine imports here (--probes checks it)"
+    out.append(f"verdict: {'no-go' if reasons else 'go'} ({counted}{tally(r.findings())}{unproven})")
+    if reasons:
+        out.append("exit 1: " + "; ".join(reasons))
+    return out
+
+
+def mismatch_json(exc: doctor.EngineMismatch, command: list[str]) -> dict:
+    """The command names another engine than the one installed: no-go, before anything is read."""
+    return {"schema": doctor.SCHEMA, "command": command, "engine": None, "verify": None, "findings": [],
+            "counts": dict.fromkeys(LEVELS, 0), "verdict": "no-go", "reasons": [exc.what], "next": [], "exit": 1}
+
+
+def mismatch_lines(exc: doctor.EngineMismatch) -> list[str]:
+    return [*(line.replace("error: ", "no-go: ", 1) for line in exc.lines()), "verdict: no-go", f"exit 1: {exc.what}"]

@@ -13,8 +13,8 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from . import manifest, selection
-from .manifest import Family
+from patcher.core import manifest, selection
+from patcher.core.manifest import Family
 
 SCHEMA = "patcher.catalogue/1"  # list --json (docs/reference.md "--json schema")
 HEADER = "the catalogue (what an install gets: 'patcher verify'), each family's entries by release, oldest first"

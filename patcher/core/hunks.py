@@ -18,7 +18,7 @@ from enum import Enum
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from .errors import DiffError, HunkFailed
+from patcher.errors import DiffError, HunkFailed
 
 
 @dataclass(frozen=True)

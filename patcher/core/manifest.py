@@ -15,9 +15,10 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from . import engine_specs, hunks
-from .engines import plain_rel
-from .errors import ManifestError
+from patcher import engine_specs
+from patcher.core import hunks
+from patcher.errors import ManifestError
+from patcher.installed.engines import plain_rel
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,7 +26,7 @@ else:  # pragma: no cover - exercised on 3.10
     import tomli as tomllib
 
 # A checkout has patches/ beside patcher/; an installed wheel carries it as patcher/patches.
-_HERE = Path(__file__).resolve().parent
+_HERE = Path(__file__).resolve().parents[1]  # the patcher package
 PATCHES = _HERE.parent / "patches" if (_HERE.parent / "patches").is_dir() else _HERE / "patches"
 ENGINES = engine_specs.NAMES  # tests swap it for a toy engine
 

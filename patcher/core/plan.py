@@ -14,12 +14,12 @@ from fractions import Fraction
 
 from packaging.version import Version
 
-from . import hunks
-from .engines import Install
-from .errors import PatcherError
-from .hunks import FileState
-from .manifest import Family, Refused, Upstream, Variant, contains
-from .release_files import Files, decode, encode, evidence_fails, evidence_paths, judged  # noqa: F401 (re-exported)
+from patcher.core import hunks
+from patcher.core.hunks import FileState
+from patcher.core.manifest import Family, Refused, Upstream, Variant, contains
+from patcher.core.release_files import Files, decode, encode, evidence_fails, evidence_paths, judged  # noqa: F401 (re-exported)
+from patcher.errors import PatcherError
+from patcher.installed.engines import Install
 
 
 class State(str, Enum):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ast
 
-from . import hunks
-from .engines import Install, sha256_record
-from .manifest import Evidence, Family, Refused, Upstream
+from patcher.core import hunks
+from patcher.core.manifest import Evidence, Family, Refused, Upstream
+from patcher.installed.engines import Install, sha256_record
 
 
 def decode(data: bytes) -> str:

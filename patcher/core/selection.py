@@ -11,9 +11,9 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from . import manifest
-from .errors import PatcherError
-from .manifest import Family
+from patcher.core import manifest
+from patcher.core.manifest import Family
+from patcher.errors import PatcherError
 
 
 class SelectionError(PatcherError):

@@ -29,9 +29,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from . import bookkeeping
-from .engines import Install, sha256_record
-from .errors import LockBusy, WriteError
+from patcher.core import bookkeeping
+from patcher.errors import LockBusy, WriteError
+from patcher.installed.engines import Install, sha256_record
 
 DIRNAME = ".kimi-patcher"
 # fsync the journal (file and folder) so a power cut cannot lose it; the benchmark turns

@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DrafterInputError
-from .safetensors_header import SafetensorsHeader, TensorInfo, read_header
+from patcher.drafter.errors import DrafterInputError
+from patcher.drafter.safetensors_header import SafetensorsHeader, TensorInfo, read_header
 
 INDEX_NAME = "model.safetensors.index.json"
 

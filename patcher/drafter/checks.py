@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import json
 
-from ..plan import State
-from . import facts
-from .checkpoint import Checkpoint
-from .configs import SPECULATORS, DrafterConfig, TargetConfig
-from .findings import Finding, hint, ok, problem, unknown
-from .flag_checks import check_flags, flag_values, guess_engine, split_flags
-from .key_names import MODEL_PREFIX, decoder_key, is_known, scheme_of
-from .release import Release
-from .release_checks import (
+from patcher.core.plan import State
+from patcher.drafter import facts
+from patcher.drafter.checkpoint import Checkpoint
+from patcher.drafter.configs import SPECULATORS, DrafterConfig, TargetConfig
+from patcher.drafter.findings import Finding, hint, ok, problem, unknown
+from patcher.drafter.flag_checks import check_flags, flag_values, guess_engine, split_flags
+from patcher.drafter.key_names import MODEL_PREFIX, decoder_key, is_known, scheme_of
+from patcher.drafter.release_checks import (
     MLA_DRAFTERS,
     check_aux_capture,
     check_aux_ids,
@@ -30,14 +29,8 @@ from .release_checks import (
     check_target_class,
     check_use_aux,
 )
-from .shape_checks import (
-    check_attention,
-    check_context,
-    check_dtype,
-    check_vocab,
-    n_or_unset,
-    shape_of,
-)
+from patcher.drafter.shape_checks import check_attention, check_context, check_dtype, check_vocab, n_or_unset, shape_of
+from patcher.release.release import Release
 
 DEFAULT_AUX_LAYERS = 3
 

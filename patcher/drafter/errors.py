@@ -8,7 +8,7 @@ a drafter at all (corrupt file, missing config, bad flag), which is different fr
 
 from __future__ import annotations
 
-from ..errors import PatcherError
+from patcher.errors import PatcherError
 
 
 class DrafterInputError(PatcherError):

@@ -21,11 +21,13 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .. import engine_specs, launch_facts, matrix
-from ..manifest import contains
-from ..plan import OK_STATES, State
-from .key_names import LAYERS0, MIDLAYER
-from .release import FamilyState, Release
+from patcher import engine_specs
+from patcher.core import matrix
+from patcher.core.manifest import contains
+from patcher.core.plan import OK_STATES, State
+from patcher.drafter.key_names import LAYERS0, MIDLAYER
+from patcher.release import launch_facts
+from patcher.release.release import FamilyState, Release
 
 KEYS_FAMILY = "eagle3-drafter-keys"
 AUX_IDS_FAMILY = "eagle3-aux-layer-ids"  # backports 0.5.11's no-re-call and 0.5.13's shift rule
@@ -235,7 +237,7 @@ MLA_TARGETS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForCond
 
 def vllm_default_runner(release: Release, target_arch: str | None) -> str:
     """The runner a launch without VLLM_USE_V2_MODEL_RUNNER uses for this target: the rule is
-    patcher/launch_facts.py's (doctor also reads the environment); this is its env-less half.
+    patcher/release/launch_facts.py's (doctor also reads the environment); this is its env-less half.
     "unknown" when the release picks by architecture and the target's is not known."""
     if release.version is None:
         return V1

@@ -11,14 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .checkpoint import Checkpoint, read_checkpoint, read_config
-from .checks import check_drafter
-from .configs import parse_drafter_config, parse_target_config
-from .errors import DrafterInputError
-from .findings import HINT, PROBLEM, Finding
-from .fix_copy import FixResult, Progress, refuse_bad_out, write_fix
-from .fix_plan import FixPlan, plan_fix
-from .release import Release
+from patcher.drafter.checkpoint import Checkpoint, read_checkpoint, read_config
+from patcher.drafter.checks import check_drafter
+from patcher.drafter.configs import parse_drafter_config, parse_target_config
+from patcher.drafter.errors import DrafterInputError
+from patcher.drafter.findings import HINT, PROBLEM, Finding
+from patcher.drafter.fix_copy import FixResult, Progress, refuse_bad_out, write_fix
+from patcher.drafter.fix_plan import FixPlan, plan_fix
+from patcher.release.release import Release
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .checkpoint import INDEX_NAME, Checkpoint
-from .errors import DrafterInputError, FixFailed
-from .fix_plan import FixPlan
-from .key_names import rename
-from .safetensors_header import SafetensorsHeader, encode_header, read_header
+from patcher.drafter.checkpoint import INDEX_NAME, Checkpoint
+from patcher.drafter.errors import DrafterInputError, FixFailed
+from patcher.drafter.fix_plan import FixPlan
+from patcher.drafter.key_names import rename
+from patcher.drafter.safetensors_header import SafetensorsHeader, encode_header, read_header
 
 CHUNK = 16 << 20  # bounded memory per worker; large enough that syscalls do not dominate
 

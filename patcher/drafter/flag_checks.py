@@ -11,10 +11,10 @@ import json
 import shlex
 from pathlib import Path
 
-from ..launch_command import option_values
-from .errors import DrafterInputError
-from .facts import correct_algorithm_flag
-from .findings import Finding, hint, ok, problem
+from patcher.drafter.errors import DrafterInputError
+from patcher.drafter.facts import correct_algorithm_flag
+from patcher.drafter.findings import Finding, hint, ok, problem
+from patcher.release.launch_command import option_values
 
 
 def flag_values(argv: list[str], flag: str) -> list[str]:

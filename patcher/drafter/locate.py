@@ -1,6 +1,6 @@
 """The engine release ``drafter check|fix`` look at: the located install, or the one named.
 
-``--python`` / ``--site`` locate the engine in another environment (``patcher.engines.find``,
+``--python`` / ``--site`` locate the engine in another environment (``patcher.installed.engines.find``,
 as ``actions.locate`` does); every family is then assessed on that install's files.
 ``--engine-version`` names a release instead (``release.from_version``: its published files as
 the manifests declare them).
@@ -14,10 +14,11 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .. import engine_specs, engines
-from ..errors import NotInstalled, PatcherError
-from .errors import DrafterInputError
-from .release import Release, from_install, from_version
+from patcher import engine_specs
+from patcher.drafter.errors import DrafterInputError
+from patcher.errors import NotInstalled, PatcherError
+from patcher.installed import engines
+from patcher.release.release import Release, from_install, from_version
 
 Detect = Callable[[str | None, "str | None", "Path | None"], "Release | None"]
 

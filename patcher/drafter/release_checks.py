@@ -8,12 +8,12 @@ compares versions.
 
 from __future__ import annotations
 
-from .. import launch_facts
-from ..plan import State
-from . import facts
-from .configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
-from .findings import Finding, hint, ok, problem, unknown
-from .release import Release
+from patcher.core.plan import State
+from patcher.drafter import facts
+from patcher.drafter.configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
+from patcher.drafter.findings import Finding, hint, ok, problem, unknown
+from patcher.release import launch_facts
+from patcher.release.release import Release
 
 # Families that do not change how a drafter runs: reported as hints, never as problems.
 NOT_ABOUT_THE_DRAFTER = ("sm120-allreduce-fusion",)

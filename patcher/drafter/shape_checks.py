@@ -5,11 +5,11 @@ normal form comes from facts).
 
 from __future__ import annotations
 
-from . import facts
-from .checkpoint import Checkpoint
-from .configs import DrafterConfig, TargetConfig
-from .findings import Finding, hint, ok, problem
-from .key_names import decoder_key, strip_model
+from patcher.drafter import facts
+from patcher.drafter.checkpoint import Checkpoint
+from patcher.drafter.configs import DrafterConfig, TargetConfig
+from patcher.drafter.findings import Finding, hint, ok, problem
+from patcher.drafter.key_names import decoder_key, strip_model
 
 _TORCH_DTYPES = {"bfloat16": "BF16", "float16": "F16", "half": "F16", "float32": "F32", "float": "F32"}
 

@@ -6,12 +6,14 @@ its server is launched and parses options, where it declares its environment var
 registry facts the drafter check reads. Adding a third engine is one new module and its name in
 ``ALL``. Plain data on purpose: ``apply`` and ``verify`` import it, so it imports no maintainer
 code, nothing that touches the network, and no engine.
+
+May import: nothing of patcher.
 """
 
 from __future__ import annotations
 
-from . import sglang, vllm
-from .spec import EngineSpec
+from patcher.engine_specs import sglang, vllm
+from patcher.engine_specs.spec import EngineSpec
 
 ALL: tuple[EngineSpec, ...] = (vllm.SPEC, sglang.SPEC)  # this order is every listing's order
 NAMES: tuple[str, ...] = tuple(s.name for s in ALL)

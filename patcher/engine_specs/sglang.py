@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .spec import CpuEnvLine, EngineSpec, Launch
+from patcher.engine_specs.spec import CpuEnvLine, EngineSpec, Launch
 
 SPEC = EngineSpec(
     name="sglang",

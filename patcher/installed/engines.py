@@ -19,8 +19,8 @@ from pathlib import Path
 import importlib_metadata
 from packaging.version import InvalidVersion, Version
 
-from . import _introspect
-from .errors import EngineError, NotInstalled
+from patcher.errors import EngineError, NotInstalled
+from patcher.installed import _introspect
 
 
 def sha256_record(data: bytes) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 
-from .errors import EngineError
+from patcher.errors import EngineError
 
 _MARK = "kimi-patcher-python"
 _ASK = f"import sys; print({_MARK!r}, sys.version_info[0], sys.version_info[1])"

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import bytecode, engines, interpreter, manifest, probes, selection, write
-from .engines import Install
-from .errors import NotInstalled, PatcherError
-from .hunks import FileState
-from .manifest import Family
-from .plan import OK_STATES, Files, State, Status, assess, compose
+from patcher.core import bytecode, manifest, selection, write
+from patcher.core.hunks import FileState
+from patcher.core.manifest import Family
+from patcher.core.plan import OK_STATES, Files, State, Status, assess, compose
+from patcher.errors import NotInstalled, PatcherError
+from patcher.installed import engines, interpreter
+from patcher.installed.engines import Install
+from patcher.probes import probes
 
 
 @dataclass
@@ -29,7 +30,7 @@ class Options:
     allow_untested: bool = False
     probes: bool = True
     probe_timeout: float = 180.0
-    debug: bool = False  # --debug: also how the probes ran (forked or spawned, and why), on stderr
+    debug: Callable[[str], None] | None = None  # --debug: how the probes ran (forked or spawned, and why)
     progress: Callable[[str], None] | None = None  # a line as probes start and end (the CLI: on a terminal)
     lock_timeout: float = 600.0
     patches: Path = manifest.PATCHES
@@ -152,10 +153,6 @@ def _shadow_notes(install: Install) -> list[str]:
             for p in install.shadowed]
 
 
-def _debug(opts: Options):
-    return (lambda line: print(line, file=sys.stderr)) if opts.debug else None
-
-
 def verify(engine: str, opts: Options) -> Report:
     clock = Clock()
     fams = families(engine, opts)
@@ -176,7 +173,7 @@ def verify(engine: str, opts: Options) -> Report:
         report.notes.append(f"{write.DIRNAME}/ in this site-packages is patcher's bookkeeping: 'patcher revert' "
                             "removes it with our edits; run that before 'pip uninstall kimi-patcher'")
     if opts.probes:
-        probes.run(install, statuses, opts.probe_timeout, _debug(opts), opts.progress)
+        probes.run(install, statuses, opts.probe_timeout, opts.debug, opts.progress)
         _unproven(report)
         clock.lap("probes")
     return _pasteable(report, opts)
@@ -258,7 +255,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     if dry or not changes:
         _edited(install, statuses)
         if opts.probes and not dry:
-            probes.run(install, statuses, opts.probe_timeout, _debug(opts), opts.progress)
+            probes.run(install, statuses, opts.probe_timeout, opts.debug, opts.progress)
             _unproven(report)
             clock.lap("probes")
         return report
@@ -280,7 +277,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     _edited(install, after)
     clock.lap("read")
     if opts.probes:
-        probes.run(install, after, opts.probe_timeout, _debug(opts), opts.progress)
+        probes.run(install, after, opts.probe_timeout, opts.debug, opts.progress)
         _unproven(report)
         clock.lap("probes")
     return report

@@ -15,15 +15,19 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import actions, engine_specs, engines, launch_checks, launch_facts
-from .drafter.checkpoint import read_checkpoint, read_config
-from .drafter.checks import check_drafter
-from .drafter.configs import TargetConfig, parse_drafter_config, parse_target_config
-from .drafter.findings import PROBLEM, UNKNOWN, Finding, hint, ok, problem, unknown
-from .drafter.release import Release, from_install
-from .errors import NotInstalled, PatcherError
-from .launch_command import LaunchCommand, effective_env, speculative_method
-from .plan import State
+from patcher import engine_specs
+from patcher.core.plan import State
+from patcher.drafter.checkpoint import read_checkpoint, read_config
+from patcher.drafter.checks import check_drafter
+from patcher.drafter.configs import TargetConfig, parse_drafter_config, parse_target_config
+from patcher.drafter.findings import PROBLEM, UNKNOWN, Finding, hint, ok, problem, unknown
+from patcher.errors import NotInstalled, PatcherError
+from patcher.installed import engines
+from patcher.installer import actions
+from patcher.launch import launch_checks
+from patcher.release import launch_facts
+from patcher.release.launch_command import LaunchCommand, effective_env, speculative_method
+from patcher.release.release import Release, from_install
 
 SCHEMA = "patcher.doctor/1"
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import launch_facts
-from .drafter.configs import TargetConfig
-from .drafter.findings import Finding, hint, ok, problem
-from .drafter.release import Release
-from .launch_command import LaunchCommand, speculative_method
-from .plan import State
+from patcher.core.plan import State
+from patcher.drafter.configs import TargetConfig
+from patcher.drafter.findings import Finding, hint, ok, problem
+from patcher.release import launch_facts
+from patcher.release.launch_command import LaunchCommand, speculative_method
+from patcher.release.release import Release
 
 
 def env_findings(variables: dict[str, launch_facts.EnvVar], env: dict[str, str],

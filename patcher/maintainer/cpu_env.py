@@ -42,7 +42,8 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from patcher import engine_specs, probes
+from patcher import engine_specs
+from patcher.probes import probes
 
 CACHE = Path(os.environ.get("KIMI_PATCHER_CACHE", Path.home() / ".cache" / "kimi-patcher"))
 ENVS = Path(os.environ.get("KIMI_PATCHER_ENVS", CACHE / "envs"))  # one set per concurrent user

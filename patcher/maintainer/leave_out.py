@@ -28,9 +28,10 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from .. import engines, manifest, plan
-from ..plan import Files, State
-from . import manifest_edit, port, wheels
+from patcher.core import manifest, plan
+from patcher.core.plan import Files, State
+from patcher.installed import engines
+from patcher.maintainer import manifest_edit, port, wheels
 
 
 @dataclass

@@ -3,7 +3,7 @@
 The manifest is edited as text (not re-serialised) so the reviewed change is the few lines
 that matter: a new ``[[variant]]`` after the one it was ported from, the releases it now
 covers carved out of the entries that claimed them, and the new id in the probes' ``when``.
-The result is loaded with patcher.manifest before anyone sees it, so an edit that breaks
+The result is loaded with patcher.core.manifest before anyone sees it, so an edit that breaks
 the manifest's rules (overlapping ranges) is an error, never a file on disk.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from ..errors import ManifestError
-from ..manifest import contains
+from patcher.core.manifest import contains
+from patcher.errors import ManifestError
 
 if sys.version_info >= (3, 11):
     import tomllib

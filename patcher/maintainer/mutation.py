@@ -8,7 +8,7 @@ environment reaches, or the one asked for), in that release's CPU env:
 * whole: the variant applied by the real installer must pass every probe;
 * one mutant per hunk: a copy of the family with that hunk left out of the variant's diff is
   applied with the real installer (``patcher apply --only <family> --patches <copy> --json``),
-  the family's probes run (patcher/probes.py, the one probe runner), and the outcome is
+  the family's probes run (patcher/probes/probes.py, the one probe runner), and the outcome is
 
   - ``probe failed``  the missing hunk is detected by a probe (good),
   - ``apply refused`` the installer would not apply the incomplete set (good: never installed),
@@ -28,10 +28,11 @@ Exit 1 when any hunk is not detected, any pristine probe passes or a whole varia
 from __future__ import annotations
 
 import argparse
-import io
 import json
+import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
@@ -39,10 +40,11 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from patcher import engines, manifest, matrix, probe_child, probes
-from patcher.__main__ import main as patcher_main
+from patcher.core import manifest, matrix
+from patcher.core.plan import State, Status
+from patcher.installed import engines
 from patcher.maintainer import cpu_env, wheels
-from patcher.plan import State, Status
+from patcher.probes import probe_child, probes
 
 DETECTED = ("probe failed", "apply refused")
 _HUNK_HEADER = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
@@ -172,12 +174,19 @@ def restore(python: Path, engine: str, release: str, rels: set[str]) -> None:
 
 
 def _cli(*argv: str) -> tuple[int, list | dict]:
-    out, err = io.StringIO(), io.StringIO()
-    code = patcher_main(list(argv), out=out, err=err)
+    """patcher as a user runs it (a process of its own: maintainer tools sit below the command line)."""
+    proc = subprocess.run([sys.executable, "-m", "patcher", *argv], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, check=False, env=_patcher_env())
     try:
-        return code, json.loads(out.getvalue())
+        return proc.returncode, json.loads(proc.stdout)
     except ValueError:
-        return code, {"error": {"what": err.getvalue().strip()[:200]}}
+        return proc.returncode, {"error": {"what": proc.stderr.strip()[:200]}}
+
+
+def _patcher_env() -> dict[str, str]:
+    """This checkout's patcher first on the path, whatever the current folder."""
+    root = str(Path(__file__).resolve().parents[2])
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
 
 
 def _copy_family(fam: manifest.Family, dest: Path, diff: str, text: str) -> Path:

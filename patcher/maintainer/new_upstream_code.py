@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .. import hunks
+from patcher.core import hunks
 
 _KEYWORDS = {"if", "not", "and", "or", "in", "is", "None", "True", "False", "return", "def", "class", "self",
              "for", "else", "elif", "import", "from", "as", "with", "lambda", "pass", "raise"}

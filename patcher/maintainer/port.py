@@ -23,11 +23,12 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from .. import engines, hunks, manifest, matrix
-from ..errors import PatcherError
-from ..manifest import Family, Upstream, Variant, contains
-from ..plan import Files, State, evidence_fails, undeclared
-from . import manifest_edit, merge, new_upstream_code, port_proof, wheels
+from patcher.core import hunks, manifest, matrix
+from patcher.core.manifest import Family, Upstream, Variant, contains
+from patcher.core.plan import Files, State, evidence_fails, undeclared
+from patcher.errors import PatcherError
+from patcher.installed import engines
+from patcher.maintainer import manifest_edit, merge, new_upstream_code, port_proof, wheels
 
 
 @dataclass

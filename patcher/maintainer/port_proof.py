@@ -1,7 +1,7 @@
 """``patcher port``'s proof: a candidate variant, proven the way the release harness proves a shipped one.
 
 On the published files of the release (a scratch copy of its dist-info and the target
-files): strict apply through patcher's own apply (patcher.hunks, no fuzz), every patched
+files): strict apply through patcher's own apply (patcher.core.hunks, no fuzz), every patched
 file compiles, a second apply changes nothing, revert gives the bytes RECORD names. Then the
 family's probes, run by patcher's probe runner in the CPU import environment of that
 engine line (patcher/maintainer/cpu_env.py), on a scratch copy of the patch set: the
@@ -18,10 +18,12 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-from .. import actions, engines, probes
-from ..errors import PatcherError
-from ..plan import State
-from . import cpu_env
+from patcher.core.plan import State
+from patcher.errors import PatcherError
+from patcher.installed import engines
+from patcher.installer import actions
+from patcher.maintainer import cpu_env
+from patcher.probes import probes
 
 
 def scratch_site(tree: Path, install: engines.Install, rels: set[str], dest: Path) -> Path:

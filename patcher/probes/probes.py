@@ -39,10 +39,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import import_cost
-from .engines import Install
-from .plan import State, Status
-from .probe_child import ABSENT, MARK
+from patcher.core.plan import State, Status
+from patcher.installed.engines import Install
+from patcher.probes import import_cost
+from patcher.probes.probe_child import ABSENT, MARK
 
 # What runs in the engine's interpreter: probe_child.py's source, never imported there as ours.
 _RUNNER = (Path(__file__).with_name("probe_child.py")).read_text()

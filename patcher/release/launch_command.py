@@ -16,8 +16,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from . import engine_specs
-from .errors import PatcherError
+from patcher import engine_specs
+from patcher.errors import PatcherError
 
 # How each engine starts and spells the options doctor reads: engine_specs.<engine>.SPEC.launch.
 _SPELLINGS = {s.name: s.launch.spellings for s in engine_specs.ALL}

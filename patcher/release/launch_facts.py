@@ -21,8 +21,8 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from . import engine_specs
-from .manifest import contains
+from patcher import engine_specs
+from patcher.core.manifest import contains
 
 # vLLM ------------------------------------------------------------------------------------------
 V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"

@@ -2,7 +2,7 @@
 
 The family states are the single source of what a release does for EAGLE-3 on a Kimi target:
 they come from the manifests (``patches/<engine>/*/patch.toml``), assessed on the located
-install's files exactly as ``patcher verify`` assesses them (``patcher.plan.assess``, no
+install's files exactly as ``patcher verify`` assesses them (``patcher.core.plan.assess``, no
 probes), or, for a release named only by ``--engine-version``, classified by the manifests'
 version ranges (what the published files of that release would be). The drafter checks ask
 this object; they never compare versions against a table of their own for anything the
@@ -16,10 +16,10 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from .. import manifest
-from ..engines import Install
-from ..manifest import Family, Refused
-from ..plan import OK_STATES, State, Status, declared
+from patcher.core import manifest
+from patcher.core.manifest import Family, Refused
+from patcher.core.plan import OK_STATES, State, Status, declared
+from patcher.installed.engines import Install
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class FamilyState:
 
     @classmethod
     def of(cls, st: Status, version: Version) -> FamilyState:
-        """``patcher.plan``'s status of the family, as the drafter reads it."""
+        """``patcher.core.plan``'s status of the family, as the drafter reads it."""
         entry = st.family.classify(version)
         return cls(st.family, st.state, st.detail, st.hint, st.upstream_id if st.state is State.UPSTREAM else "",
                    entry.use if isinstance(entry, Refused) else "")
@@ -77,8 +77,8 @@ class Release:
 
 def from_install(install: Install, source: str = "installed", patches: Path = manifest.PATCHES) -> Release:
     """The release on a located install, each family assessed on its files like ``verify`` does."""
-    from .. import write
-    from ..plan import assess
+    from patcher.core import write
+    from patcher.core.plan import assess
 
     fams = manifest.load_all(patches, (install.engine,))
     states = [FamilyState.of(st, install.version) for st in assess(install, fams, write.read_state(install))]

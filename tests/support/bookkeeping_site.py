@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from patcher import engines, manifest, plan, write
-from patcher.__main__ import main
-from patcher.engines import sha256_record
+from patcher.cli.main import main
+from patcher.core import manifest, plan, write
+from patcher.installed import engines
+from patcher.installed.engines import sha256_record
 
 ENGINE, VERSION = "sglang", "0.5.9"
 TARGET = "sglang/srt/models/llama_eagle3.py"  # patched on 0.5.9 by eagle3-drafter-keys

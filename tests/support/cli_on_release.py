@@ -8,8 +8,9 @@ import io
 import shutil
 from pathlib import Path
 
-from patcher import engines, manifest, plan
-from patcher.__main__ import main
+from patcher.cli.main import main
+from patcher.core import manifest, plan
+from patcher.installed import engines
 from patcher.maintainer import wheels
 
 

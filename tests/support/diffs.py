@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 
-from patcher import hunks
+from patcher.core import hunks
 
 
 def make_diff(old: str, new: str, path: str = "pkg/m.py", n: int = 3) -> str:

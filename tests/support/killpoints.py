@@ -29,8 +29,9 @@ import time
 
 
 def main(cfg: dict) -> int:
-    from patcher import actions, bytecode, write
+    from patcher.core import bytecode, write
     from patcher.errors import PatcherError
+    from patcher.installer import actions
 
     log = open(cfg["log"], "a") if cfg.get("log") else None  # noqa: SIM115 - lives until exit
     kill = cfg.get("kill") or {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from patcher import manifest
+from patcher.core import manifest
 
 
 def expected(engine: str, version: str, patches=manifest.PATCHES) -> set[tuple[str, str]]:

@@ -11,7 +11,7 @@ import os
 import pytest
 from packaging.version import Version
 
-from patcher import manifest, matrix
+from patcher.core import manifest, matrix
 from patcher.maintainer import cpu_env
 
 

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from patcher import actions, write
+from patcher.core import write
 from patcher.errors import PatcherError
+from patcher.installer import actions
 from tests.support import toy
 
 REPO = Path(__file__).resolve().parent.parent.parent

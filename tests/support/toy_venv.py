@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from patcher import actions, manifest
-from patcher.__main__ import main
+from patcher.cli.main import main
+from patcher.core import manifest
+from patcher.installer import actions
 from tests.support import toy
 
 

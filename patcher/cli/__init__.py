@@ -1,0 +1,6 @@
+"""The command line: ``main`` parses the arguments and dispatches; ``doctor_cli``,
+``drafter_cli`` and ``port_cli`` add their subcommands; ``report`` turns reports into text and
+JSON. The only folder that prints or exits.
+
+May import: errors, engine_specs, installed, core, probes, installer, release, drafter, launch, maintainer.
+"""

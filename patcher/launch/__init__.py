@@ -1,0 +1,6 @@
+"""``doctor``'s judgement of one server command: the install verified, the launch's flags and
+environment checked against the release (``launch_checks``), the drafter checked; one verdict,
+returned as a report (``doctor``).
+
+May import: errors, engine_specs, installed, core, probes, installer, release, drafter.
+"""

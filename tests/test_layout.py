@@ -1,0 +1,124 @@
+"""The house by its jobs (issue 35): one folder per job, each importing only the folders its
+``__init__`` names on its "May import:" line, and only the command line printing.
+
+Read from the source with ``ast``: every import, at a module's top or inside a function (a lazy
+import still runs). The order of the folders is the one ``patcher/__init__.py`` lists.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "patcher"
+# What a module at the top of patcher/ is (not a folder): its one job, and what it may import.
+TOP_MODULES = {"errors": set(), "__main__": {"cli"}, "__init__": set()}
+
+
+def folders() -> dict[str, set[str]]:
+    """Each folder of patcher/ and the folders (or top modules) its __init__ says it may import."""
+    out = {}
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        line = re.search(r"^May import: (.+?)\.$", doc, re.M)
+        assert line, f"{init.relative_to(PACKAGE.parent)}: no 'May import: ...' line in its docstring"
+        out[init.parent.name] = set() if line.group(1) == "nothing of patcher" else set(line.group(1).split(", "))
+    return out
+
+
+def owner(path: Path) -> str:
+    """The folder (or top module) a file belongs to."""
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def imported(path: Path) -> list[tuple[int, str]]:
+    """(line, the folder or top module of patcher) for every patcher import in the file."""
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # ``from patcher import x``: x is a folder or top module (``__version__`` is neither)
+            mods = [node.module] if node.module != "patcher" else [
+                f"patcher.{a.name}" for a in node.names
+                if (PACKAGE / a.name).is_dir() or (PACKAGE / f"{a.name}.py").is_file()]
+        elif isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        else:
+            continue
+        found += [(node.lineno, m.split(".")[1]) for m in mods if m.startswith("patcher.")]
+    return found
+
+
+def sources() -> list[Path]:
+    # cpu_envs/ holds files copied into engine environments, not modules of the installer
+    return sorted(p for p in PACKAGE.rglob("*.py") if "cpu_envs" not in p.parts)
+
+
+def test_every_folder_states_its_job_and_what_it_may_import():
+    listed = re.findall(r"^- ``(\w+)/``", ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text())), re.M)
+    assert listed == [f for f in listed if f in folders()] and set(listed) == set(folders())
+
+
+def test_every_import_goes_down_the_order():
+    allowed = folders() | TOP_MODULES
+    wrong = []
+    for path in sources():
+        mine = owner(path)
+        for line, theirs in imported(path):
+            if theirs != mine and theirs not in allowed[mine]:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {mine} imports {theirs}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_may_import_lines_follow_the_listed_order():
+    """A folder may import only folders listed before it: the order has no cycle."""
+    order = ["errors", *re.findall(r"^- ``(\w+)/``", PACKAGE.joinpath("__init__.py").read_text(), re.M)]
+    for folder, allowed in folders().items():
+        above = set(order[order.index(folder):])
+        assert not allowed & above, f"{folder} may import {allowed & above}, listed at or after it"
+
+
+def test_relative_imports_are_only_within_a_folder():
+    """Imports between folders are absolute, so a move shows in the text (and this test sees it)."""
+    wrong = []
+    for path in sources():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level > 1:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+    assert not wrong, wrong
+
+
+def _prints(path: Path) -> list[int]:
+    """Lines that print or write to the process's own stdout/stderr, outside the ``main`` of a
+    module run as ``python -m`` (its own small command line: ``patcher.core.matrix``)."""
+    tree = ast.parse(path.read_text())
+    own_main = {id(n) for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "main"
+                for n in ast.walk(f)} if "__name__ == \"__main__\"" in path.read_text() else set()
+    lines = []
+    for node in ast.walk(tree):
+        if id(node) in own_main:
+            continue
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Name) and f.id == "print":
+                lines.append(node.lineno)
+            elif (isinstance(f, ast.Attribute) and f.attr == "write" and isinstance(f.value, ast.Attribute)
+                  and isinstance(f.value.value, ast.Name) and f.value.value.id == "sys"):
+                lines.append(node.lineno)
+    return lines
+
+
+# Scripts that run as programs of their own, in the engine's interpreter: the probe child and the
+# introspection script (maintainer/ holds the maintainer's own command-line tools).
+OWN_PROGRAMS = {"probes/probe_child.py", "installed/_introspect.py"}
+
+
+@pytest.mark.parametrize("path", [p for p in sources() if owner(p) not in ("cli", "maintainer")
+                                  and str(p.relative_to(PACKAGE)) not in OWN_PROGRAMS],
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_command_line_prints(path: Path):
+    assert _prints(path) == [], f"{path.relative_to(PACKAGE.parent)} prints: return a report instead"
