@@ -8,10 +8,12 @@ Most facts follow from the state of one patch family on the release (``release.R
 - aux layer ids on SGLang: ``sglang/eagle3-aux-layer-ids`` applied or upstream -> 0.5.13's rule
   in eager and graph mode alike.
 
-The facts the manifests have no home for yet live in the tables below, and only there (every
-comparison of a release's version with a table happens here: ``since`` and the table readers);
-tests/test_drafter_release.py proves every row against the published wheels' files. The launch
-flags each engine takes for an EAGLE-3 drafter are here too (``flag_checks`` judges a line by them).
+The facts the manifests have no home for yet live in each engine's module
+(``patcher.engine_specs.<engine>``: its ``DrafterReading`` tables and rules); this module asks
+them and never branches on an engine's name. Every comparison of a release's version with a
+table happens in ``Release.since`` and the table readers here; tests/test_drafter_release.py
+proves every row against the published wheels' files. The launch flags each engine takes for an
+EAGLE-3 drafter are read here too (``flag_checks`` judges a line by them).
 """
 
 from __future__ import annotations
@@ -26,63 +28,51 @@ from patcher.core import matrix
 from patcher.core.manifest import contains
 from patcher.core.plan import OK_STATES, State
 from patcher.drafter.key_names import LAYERS0, MIDLAYER
+from patcher.engine_specs import description
+from patcher.engine_specs.description import (  # noqa: F401 (the checks read them from here)
+    AUX_IDS_FAMILY,
+    CONFIG_AUX_IDS_FAMILY,
+    EAGLE31_FAMILY,
+    K25_CAPTURE_FAMILY,
+    K25_TARGET,
+    KEYS_FAMILY,
+    MAPS_LAYERS0,
+    MLA_CAPTURE_FAMILY,
+    MLA_TARGETS,
+    MULTI_LAYER_LLAMA,
+    SGLANG_GUARDS_FAMILY,
+    SKIPS_INPUT_NORM,
+    SPECULATORS_CONFIG,
+    V1,
+    V1_EAGLE_CONFIG_IDS,
+    V2,
+    V2_AUX,
+    V2_EAGLE_LAYER_IDS,
+    V2_RUNNER,
+    IdsTaken,
+)
 from patcher.release import launch_facts
 from patcher.release.release import FamilyState, Release
 
-KEYS_FAMILY = "eagle3-drafter-keys"
-AUX_IDS_FAMILY = "eagle3-aux-layer-ids"  # backports 0.5.11's no-re-call and 0.5.13's shift rule
-MLA_CAPTURE_FAMILY = "mla-aux-capture"  # vllm: DeepSeek/Kimi targets capture aux states (upstream 0.18.0)
-K25_CAPTURE_FAMILY = "k25-aux-capture"  # sglang: the Kimi-K2.5 wrapper forwards the EAGLE-3 hooks
-# Families whose manifests other branches add; keyed by id only, so "after patcher apply" answers
-# follow from their states the moment their manifests are merged (absent: no family, nothing changes).
-CONFIG_AUX_IDS_FAMILY = "eagle3-config-aux-ids"  # vllm: both runners read eagle_config ids as 0.22.0's v1 does
-# A release refuses at load the EAGLE 3.1 switches it ignores (vLLM's also carries some, as later
-# upstream releases do: its manifest's [[drafter_fact]] entries say which, per release and class).
-EAGLE31_FAMILY = "eagle31-switches"  # vllm
-SGLANG_GUARDS_FAMILY = "eagle3-drafter-guards"  # sglang: switches and a missing d2t refused at load
+# The family ids, behaviours and target classes the rules name are the engine modules' vocabulary
+# (patcher/engine_specs/description.py), imported above for the checks that read them from here.
 
-# The first release whose model registry resolves each architecture: each engine's description
-# (engine_specs.<engine>.SPEC.registered_since).
+# Each engine's tables, as its module states them (engine_specs.<engine>.SPEC), by engine name.
 REGISTERED_SINCE: dict[str, dict[str, str]] = {s.name: s.registered_since for s in engine_specs.ALL}
-
-# SGLang's DeepSeek/Kimi capture as published, before our aux-ids family: whether building the
-# CUDA graphs (CudaGraphRunner.__init__, from 0.5.6 also ModelRunner._dummy_run) re-calls
-# set_eagle3_layers_to_capture() with no ids (the graphs are captured with the default, and the
-# drafter's ids are set only afterwards, for eager passes), and which explicit ids get +1.
-_SGLANG_AUX_AS_PUBLISHED: tuple[tuple[SpecifierSet, bool, str], ...] = (
-    (SpecifierSet(">=0.5.4.post2,<0.5.11"), True, "all"),
-    (SpecifierSet(">=0.5.11,<0.5.13"), False, "all"),
-    (SpecifierSet(">=0.5.13"), False, "first-is-1"),
-)
+SINCE: dict[str, dict[str, Version]] = {s.name: {b: Version(v) for b, v in s.drafter.since.items()}
+                                        for s in engine_specs.ALL}
+EAGLE31_READ_SINCE: dict[str, dict[str, dict[str, str]]] = {
+    s.name: s.drafter.eagle31_read_since for s in engine_specs.ALL if s.drafter.eagle31_read_since}
 
 
-# The first release with each behaviour the checks ask about (``since`` compares; nothing else does).
-SPECULATORS_CONFIG = "reads speculators configs"  # vLLM: transformers_utils/configs/speculators/
-MULTI_LAYER_LLAMA = "builds a multi-layer Llama drafter"  # vLLM: before it, one layer whatever the config
-V2_RUNNER = "has the v2 model runner"  # vllm/v1/worker/gpu/, VLLM_USE_V2_MODEL_RUNNER=1
-V2_AUX = "has the v2 runner's EAGLE-3 aux path"  # gpu/spec_decode/eagle/eagle3_utils.py
-V1_EAGLE_CONFIG_IDS = "v1 reads eagle_config ids"
-# The v2 runner's last fallback: eagle_config["layer_ids"], as given, when nothing else states ids
-# (get_eagle3_aux_layers_from_config; tests/test_drafter_release.py reads it on every release).
-V2_EAGLE_LAYER_IDS = "v2 reads eagle_config.layer_ids"
-SKIPS_INPUT_NORM = "skips input_norm.* when norm_before_fc is off"
-MAPS_LAYERS0 = "maps layers.0.* itself"  # SGLang: legacy_name_map, #24663 (0.5.12 moved to self.layers)
-SINCE: dict[str, dict[str, Version]] = {
-    "vllm": {SPECULATORS_CONFIG: Version("0.10.1.1"), MULTI_LAYER_LLAMA: Version("0.11.1"),
-             V2_RUNNER: Version("0.12.0"), V2_AUX: Version("0.17.0"), V1_EAGLE_CONFIG_IDS: Version("0.22.0"),
-             V2_EAGLE_LAYER_IDS: Version("0.27.0"),
-             SKIPS_INPUT_NORM: Version("0.18.0")},
-    "sglang": {MAPS_LAYERS0: Version("0.5.12")},
-}
+def reading(release: Release) -> description.DrafterReading:
+    """How the release's engine reads a drafter: every rule below asks it, never the engine's name."""
+    return engine_specs.spec(release.name).drafter
 
 
 def since(release: Release, behaviour: str) -> bool | None:
-    """Whether the release has ``behaviour``; None: no release known. False for an engine the
-    table has no entry for (it never has that behaviour)."""
-    if release.version is None:
-        return None
-    first = SINCE[release.name].get(behaviour)
-    return first is not None and release.version >= first
+    """Whether the release has ``behaviour``; None: no release known (``Release.since``)."""
+    return release.since(behaviour)
 
 
 def registered_since(engine: str, arch: str) -> Version | None:
@@ -124,9 +114,9 @@ def accepts_via_our_patch(release: Release, scheme: str) -> bool:
 
 
 def unknown_keys_fail_loudly(release: Release) -> bool:
-    # SGLang's load_weights has `if name in params_dict:` and no else in every release; our
-    # eagle3-drafter-keys variant adds the raise. vLLM indexes params_dict: a KeyError.
-    return release.name == "vllm" or release.state(KEYS_FAMILY) is State.APPLIED
+    # A loader that indexes its parameters stops on an unknown key; SGLang's skips it, unless our
+    # eagle3-drafter-keys variant (which adds the raise) is applied.
+    return reading(release).loader_strict or release.applied(KEYS_FAMILY)
 
 
 def reads_speculators_config(release: Release) -> bool:
@@ -138,9 +128,7 @@ def max_decoder_layers(release: Release) -> int | None:
     """How many decoder layers the Llama EAGLE-3 drafter can build; None: as configured."""
     if release.version is None:
         return None
-    if release.name == "vllm":
-        return None if since(release, MULTI_LAYER_LLAMA) else 1
-    return None if _native_layers0(release) else 1
+    return None if since(release, reading(release).multi_layer_since) else 1
 
 
 def default_aux_layer_ids(num_layers: int) -> list[int]:
@@ -158,15 +146,16 @@ class AuxCapture:
 
 
 def shift_rule(release: Release) -> tuple[bool, str] | None:
-    """(graph re-call resets ids, which ids get +1: "all" / "first-is-1" / "none") on SGLang."""
-    if release.name != "sglang":
+    """(graph re-call resets ids, which ids get +1: "all" / "first-is-1" / "none")."""
+    rules = reading(release)
+    if not rules.aux_ids_as_published:
         return (False, "none")
-    if release.state(AUX_IDS_FAMILY) in OK_STATES:
+    if rules.aux_ids_family and release.fixed(rules.aux_ids_family):
         return (False, "first-is-1")
     if release.version is None:
         return None
-    for spec, recall, shift in _SGLANG_AUX_AS_PUBLISHED:
-        if contains(spec, release.version):
+    for spec_, recall, shift in rules.aux_ids_as_published:
+        if contains(SpecifierSet(spec_), release.version):
             return (recall, shift)
     return None  # no DeepSeek capture at all: the setup findings say so
 
@@ -203,11 +192,10 @@ def correct_algorithm_flag(engine: str) -> str:
 # `eagle_aux_hidden_state_layer_ids` on every release; v1 also reads the `eagle_config` copy from
 # 0.22.0, v2 never (from 0.27.0 it reads `eagle_config["layer_ids"]`, a key no training tool
 # writes). From 0.29.0 `VllmConfig.use_v2_model_runner` makes v2 the default for DeepSeek/Kimi
-# targets with EAGLE-3. SGLang reads `eagle_config` only (ModelRunner.initialize).
+# targets with EAGLE-3. SGLang reads `eagle_config` only (ModelRunner.initialize). Which key each
+# path reads is the engine module's rule (``DrafterReading.ids_taken``).
 VLLM_V2_AUX_SINCE = SINCE["vllm"][V2_AUX]
 VLLM_V1_READS_EAGLE_CONFIG_IDS = SINCE["vllm"][V1_EAGLE_CONFIG_IDS]
-K25_TARGET = "KimiK25ForConditionalGeneration"
-V1, V2 = "v1", "v2"
 
 
 def after_apply(release: Release) -> Release:
@@ -220,8 +208,12 @@ def after_apply(release: Release) -> Release:
 
 def _fixed(release: Release, family: str) -> bool | None:
     """Whether ``<engine>/<family>`` holds on the release; None: no such family for this engine."""
-    state = release.state(family)
-    return None if state is None else state in OK_STATES
+    return release.fixed(family)
+
+
+def runners(release: Release) -> tuple[str, ...]:
+    """The model runners of the release ("" for an engine with one)."""
+    return vllm_runners(release) if reading(release).model_runners else ("",)
 
 
 def vllm_runners(release: Release) -> tuple[str, ...]:
@@ -229,10 +221,6 @@ def vllm_runners(release: Release) -> tuple[str, ...]:
     if release.version is None:
         return (V1,)
     return launch_facts.vllm_runners(release.version, release.site)
-
-
-# The targets whose model carries the DeepSeek MLA decoder (and its aux capture, or not).
-MLA_TARGETS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration")
 
 
 def vllm_default_runner(release: Release, target_arch: str | None) -> str:
@@ -254,42 +242,11 @@ def vllm_default_runner(release: Release, target_arch: str | None) -> str:
 UNKNOWN_RUNNER = "unknown"
 
 
-@dataclass(frozen=True)
-class IdsTaken:
-    ids: list[int] | None  # None: no ids read, the engine's default applies
-    source: str  # "top-level", "eagle_config" or "default"
-    why: str = ""  # why ids the drafter states were not read
-
-
 def ids_taken(release: Release, runner: str, top: list[int] | None, in_eagle: list[int] | None,
               layer_ids: list[int] | None = None) -> IdsTaken:
-    """The aux layer ids an engine path reads from the drafter's config.json. Which key wins, in
-    order: vLLM: the top level, then eagle_config's eagle_aux_hidden_state_layer_ids (v1 0.22.0+, or
-    patched), then, on the v2 runner from 0.27.0 only, eagle_config's layer_ids; SGLang: eagle_config's
-    eagle_aux_hidden_state_layer_ids alone (layer_ids is never read)."""
-    if release.name == "sglang":
-        if in_eagle is not None:
-            return IdsTaken(in_eagle, "eagle_config")
-        why = ("SGLang reads ids only from eagle_config's eagle_aux_hidden_state_layer_ids"
-               if top is not None or layer_ids is not None else "")
-        return IdsTaken(None, "default", why)
-    if top is not None:
-        return IdsTaken(top, "top-level")  # both runners, every release; it wins over eagle_config
-    if in_eagle is None:
-        if layer_ids is not None and runner == V2 and since(release, V2_EAGLE_LAYER_IDS):
-            return IdsTaken(layer_ids, "eagle_config.layer_ids")
-        if layer_ids is not None:
-            where = ("the v1 runner never reads eagle_config.layer_ids" if runner == V1 else
-                     f"the v2 runner reads eagle_config.layer_ids only from {SINCE['vllm'][V2_EAGLE_LAYER_IDS]}")
-            return IdsTaken(None, "default", where)
-        return IdsTaken(None, "default")
-    if _fixed(release, CONFIG_AUX_IDS_FAMILY):
-        return IdsTaken(in_eagle, "eagle_config")
-    if runner == V1 and since(release, V1_EAGLE_CONFIG_IDS):
-        return IdsTaken(in_eagle, "eagle_config")
-    why = ("the v2 runner reads no ids from eagle_config" if runner == V2 else
-           f"the v1 runner reads eagle_config ids only from {VLLM_V1_READS_EAGLE_CONFIG_IDS}")
-    return IdsTaken(None, "default", why)
+    """The aux layer ids an engine path reads from the drafter's config.json: the engine's rule
+    (engine_specs.<engine>.ids_taken says which key wins, in order)."""
+    return reading(release).ids_taken(release, runner, top, in_eagle, layer_ids)
 
 
 def trained_layers(speculators_format: bool, ids: list[int] | None) -> tuple[list[int] | None, str]:
@@ -325,23 +282,14 @@ def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list
     family ``unknown`` on this release: nothing places it, so nothing is said of what it captures)."""
     if target_arch is not None and target_arch not in MLA_TARGETS:
         return None  # a target class the facts do not cover: its capture is not known
-    family, targets = ((MLA_CAPTURE_FAMILY, MLA_TARGETS) if release.name == "vllm" else
-                       (K25_CAPTURE_FAMILY, (K25_TARGET,)))
+    rules = reading(release)
+    family, targets = rules.capture_family
     if target_arch in targets and release.state(family) is State.UNKNOWN:
         return None
-    if release.name == "vllm":
-        if target_arch in MLA_TARGETS and _fixed(release, MLA_CAPTURE_FAMILY) is False:
-            return Capture([], [], f"its DeepSeek/Kimi model has no EAGLE-3 aux capture "
-                           f"(vllm/{MLA_CAPTURE_FAMILY} is {release.state(MLA_CAPTURE_FAMILY)})", nothing=True)
-        if runner == V2 and since(release, V2_AUX) is False:
-            return Capture([], [], f"the v2 runner has no EAGLE-3 aux path before {VLLM_V2_AUX_SINCE}", nothing=True)
-    elif target_arch == K25_TARGET and _fixed(release, K25_CAPTURE_FAMILY) is False:
-        # The model runner calls set_eagle3_layers_to_capture on the target for EAGLE3, unguarded, and
-        # the wrapper has none (tests/test_drafter_release.py reads both on the releases concerned).
-        return Capture([], [], f"the Kimi-K2.5 wrapper has no set_eagle3_layers_to_capture, which the model "
-                       f"runner calls for EAGLE3 (sglang/{K25_CAPTURE_FAMILY} is {release.state(K25_CAPTURE_FAMILY)})",
-                       nothing=True, stops="AttributeError")
-    elif target_arch in MLA_TARGETS and shift_rule(release) is None and release.version is not None:
+    gap = rules.no_capture(release, runner, target_arch)
+    if gap is not None:
+        return Capture([], [], gap.why, nothing=True, stops=gap.stops)
+    if target_arch in MLA_TARGETS and shift_rule(release) is None and release.version is not None:
         return Capture([], [], "its DeepSeek model has no EAGLE-3 aux capture", nothing=True)
     taken = ids_taken(release, runner, top, in_eagle, layer_ids)
     cap = aux_capture(release, taken.ids, n)
@@ -359,18 +307,15 @@ def capture(release: Release, runner: str, top: list[int] | None, in_eagle: list
 # `norm_before_fc` (one RMSNorm over the concatenated aux states, weight `input_norm.weight`),
 # `fc_norm` (an RMSNorm per aux state, `fc_norm.{i}.weight`) and `norm_output` (the post-norm state
 # fed to the next draft step; no weight).
-# vLLM: the [[drafter_fact]] entries of vllm/eagle31-switches (per switch, config path and drafter
-# class, what each release does as published and patched) are the one source; "read since" is the
-# first release in releases.txt whose entry is `published = "honoured"` (``_vllm_honoured_since``).
-# SGLang (no such manifest facts): the first release whose drafter class (llama_eagle3.py /
-# kimi_k25_eagle3.py) reads each one; a switch missing from a class's table is read by no release.
+# Where an engine's module names a facts family (vLLM: the [[drafter_fact]] entries of
+# vllm/eagle31-switches, per switch, config path and drafter class, what each release does as
+# published and patched), those entries are the one source; "read since" is the first release in
+# releases.txt whose entry is `published = "honoured"` (``_honoured_since``). Otherwise (SGLang) its
+# table: the first release whose drafter class (llama_eagle3.py / kimi_k25_eagle3.py) reads each
+# one; a switch missing from a class's table is read by no release.
 # tests/test_drafter_release.py proves both on every cached wheel.
 EAGLE31_SWITCHES = ("norm_before_fc", "fc_norm", "norm_output")
 SWITCH_WEIGHTS = {"norm_before_fc": "input_norm.", "fc_norm": "fc_norm."}
-EAGLE31_READ_SINCE: dict[str, dict[str, dict[str, str]]] = {
-    "sglang": {"llama": {"fc_norm": "0.5.12", "norm_output": "0.5.12", "norm_before_fc": "0.5.17"},
-               "mla": {"fc_norm": "0.5.13", "norm_output": "0.5.13"}},
-}
 # SpecForge 0.2.0 spells another switch `norm_output`. Its Llama drafter (the only EAGLE-3 class it
 # trains, HF layout) reads `getattr(config, "norm_output", True)` and applies the final norm before
 # lm_head only when true (specforge/modeling/draft/llama3_eagle.py:1690, :1773), while its training
@@ -384,16 +329,11 @@ EAGLE31_READ_SINCE: dict[str, dict[str, dict[str, str]]] = {
 SPECFORGE_NORM_OUTPUT_REF = "sgl-project/SpecForge#879"
 SPECFORGE_NORM_OUTPUT = ("SpecForge 0.2.0 and earlier write norm_output for another switch: the final norm "
                          "before lm_head (on by default), with the pre-norm state fed to the next draft step")
-# vLLM's Llama drafter loader skips `input_norm.*` without a word when norm_before_fc is off
-# (skip_substrs); every other tensor without a parameter stops its AutoWeightsLoader.
 VLLM_SKIPS_INPUT_NORM = SINCE["vllm"][SKIPS_INPUT_NORM]
 HONOURED, REFUSED, DROPPED = "honoured", "refused", "dropped"
-# The class vLLM builds for each drafter class the check tells apart. Every speculators EAGLE-3
-# drafter is converted to the Llama class (update_eagle3): its path's entries name that class.
-_VLLM_CLASS = {"llama": "Eagle3LlamaForCausalLM", "mla": "Eagle3DeepseekV2ForCausalLM"}
 
 
-def _vllm_honoured_since(fam: FamilyState, switch: str, path: str, drafter: str) -> Version | None:
+def _honoured_since(fam: FamilyState, switch: str, path: str, drafter: str) -> Version | None:
     """The first covered release whose [[drafter_fact]] for (switch, path, class) says the release
     as published honours it; None: none does."""
     honoured = [f.versions for f in fam.family.drafter_facts
@@ -404,19 +344,20 @@ def _vllm_honoured_since(fam: FamilyState, switch: str, path: str, drafter: str)
 
 def switch_read_since(release: Release, switch: str, drafter_class: str, speculators_format: bool) -> Version | None:
     """The first release that runs the switch for this drafter as published; None: no release does."""
-    if release.name == "vllm":
-        fam = release.family(EAGLE31_FAMILY)
+    rules = reading(release)
+    if rules.eagle31_facts_family:
+        fam = release.family(rules.eagle31_facts_family)
         if fam is None:
             return None
-        first = _vllm_honoured_since(fam, switch, "config", _VLLM_CLASS[drafter_class])
+        first = _honoured_since(fam, switch, "config", rules.built_classes[drafter_class])
         if first is None or not speculators_format:
             return first
         # A speculators drafter runs it once the converter carries it (the entries measure that
         # through the Llama class it becomes) and the class the config names reads it.
-        carried = _vllm_honoured_since(fam, switch, "speculators", _VLLM_CLASS["llama"])
+        carried = _honoured_since(fam, switch, "speculators", rules.built_classes["llama"])
         return None if carried is None else max(first, carried)
-    read = EAGLE31_READ_SINCE[release.name].get(drafter_class, {}).get(switch)
-    if read is None or speculators_format:  # SGLang reads no speculators config
+    read = rules.eagle31_read_since.get(drafter_class, {}).get(switch)
+    if read is None or speculators_format:  # an engine without such facts (SGLang) reads no speculators config
         return None
     return Version(read)
 
@@ -435,18 +376,12 @@ def switch_outcome(release: Release, switch: str, drafter_class: str, speculator
     first = switch_read_since(release, switch, drafter_class, speculators_format)
     if first is not None and release.version >= first:
         return HONOURED, f"read since {release.name} {first}"
-    guard = EAGLE31_FAMILY if release.name == "vllm" else SGLANG_GUARDS_FAMILY
+    guard = reading(release).eagle31_guard
     if guarded and _fixed(release, guard):
         return REFUSED, f"{release.name}/{guard} refuses it at load"
     prefix = SWITCH_WEIGHTS.get(switch)
     if has_weights and prefix is not None:
-        if release.name == "vllm":
-            if switch == "norm_before_fc" and drafter_class == "llama" and since(release, SKIPS_INPUT_NORM):
-                return DROPPED, f"the loader skips {prefix}* without a message"
-            return REFUSED, f"the loader has no parameter for {prefix}* and stops"
-        if unknown_keys_fail_loudly(release):
-            return REFUSED, f"our {KEYS_FAMILY} raises on {prefix}* at load"
-        return DROPPED, f"the loader skips {prefix}* without a message"
+        return reading(release).switch_weights(release, switch, drafter_class, prefix)
     return DROPPED, "nothing reads it, and no weight trips the loader"
 
 
@@ -458,10 +393,12 @@ def _switch_fact(release: Release, switch: str, drafter_class: str, speculators_
     """What the family's [[drafter_fact]] entries (read from the wheels) say the release does with
     the switch, as published or with the family applied (``guarded``: where the family's check
     applies to this drafter); None where they say nothing."""
-    fam = release.family(EAGLE31_FAMILY) if release.name == "vllm" else None
+    rules = reading(release)
+    facts_family = rules.eagle31_facts_family
+    fam = release.family(facts_family) if facts_family else None
     if fam is None or release.version is None:
         return None
-    cls = _VLLM_CLASS[drafter_class]
+    cls = rules.built_classes[drafter_class]
     path = "speculators" if speculators_format else "config"
     for fact in fam.family.drafter_facts:
         if (fact.key, fact.path) == (switch, path) and fact.drafter == cls and contains(fact.versions, release.version):
@@ -473,8 +410,8 @@ def _switch_fact(release: Release, switch: str, drafter_class: str, speculators_
             refused = "refused at config load" if path == "speculators" else "refused when the drafter is built"
             how = {"honoured": "read", "refused": refused, "raises-at-load": "stops the load on it",
                    "dropped": "dropped in silence", "unused": "loaded but never applied"}[state]
-            where = (f"with {release.name}/{EAGLE31_FAMILY} {fam.state}" if fixed else
-                     f"as published: {release.name}/{EAGLE31_FAMILY} leaves a key SpecForge 0.2.0 may have meant alone"
+            where = (f"with {release.name}/{facts_family} {fam.state}" if fixed else
+                     f"as published: {release.name}/{facts_family} leaves a key SpecForge 0.2.0 may have meant alone"
                      if left_alone else "as published")
             return _FACT_OUTCOME[state], f"{release.label()} {how} ({where})"
     return None
@@ -487,7 +424,7 @@ def _switch_fact(release: Release, switch: str, drafter_class: str, speculators_
 # only `rope_parameters` runs at rope_theta 10000 without scaling, in silence. SGLang 0.5.10 pins
 # transformers 5 (and 0.5.6.post1 alone pinned 5.0.0rc0). vLLM maps either layout onto
 # `rope_parameters` itself (patch_rope_parameters) and reads a speculators config's as written.
-SGLANG_TRANSFORMERS5 = (SpecifierSet("==0.5.6.post1"), SpecifierSet(">=0.5.10"))
+# Each engine's module says which of its releases read it (``DrafterReading.rope_parameters_read``).
 LEGACY_ROPE_THETA = 10000.0
 
 
@@ -495,7 +432,8 @@ def reads_rope_parameters(release: Release) -> bool | None:
     """Whether the release reads a drafter's `rope_parameters`; None: release unknown."""
     if release.version is None:
         return None
-    return release.name == "vllm" or any(contains(spec, release.version) for spec in SGLANG_TRANSFORMERS5)
+    read = reading(release).rope_parameters_read
+    return read is None or any(contains(SpecifierSet(s), release.version) for s in read)
 
 
 def rope(theta: float | None, scaling: dict | None) -> dict:

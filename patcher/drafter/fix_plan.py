@@ -120,8 +120,7 @@ def _captures(release: Release, config: dict, target: TargetConfig | None) -> li
     in_eagle = (config.get("eagle_config") or {}).get(IDS_KEY)
     n = target.num_hidden_layers if target is not None else None
     arch = target.architectures[0] if target is not None and target.architectures else None
-    runners = facts.vllm_runners(release) if release.name == "vllm" else ("",)
-    return [facts.capture(release, r, top, in_eagle, arch, n) for r in runners]
+    return [facts.capture(release, r, top, in_eagle, arch, n) for r in facts.runners(release)]
 
 
 def _all_capture(caps: list[facts.Capture | None], want: list[int] | None) -> bool:

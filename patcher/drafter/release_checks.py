@@ -221,9 +221,9 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
     if want is None and layer_ids is not None:
         want = layer_ids  # the only ids the drafter states: what it was trained on, as far as it says
     applied = facts.after_apply(release)
-    if release.name == "vllm":
+    if facts.reading(release).model_runners:  # a release with several runners: the default first
         default = facts.vllm_default_runner(release, arch)
-        runners = sorted(facts.vllm_runners(release), key=lambda r: r != default)
+        runners = sorted(facts.runners(release), key=lambda r: r != default)
     else:
         default, runners = "", [""]
     out: list[Finding] = []

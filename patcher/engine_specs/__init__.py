@@ -1,7 +1,7 @@
 """One description per engine: plain data every part of patcher reads about an engine.
 
 Each engine is one module here (``vllm.py``, ``sglang.py``) holding one ``EngineSpec``
-(``spec.py``): its distribution name, the first release we cover, the CPU import-env lines, how
+(``description.py``): its distribution name, the first release we cover, the CPU import-env lines, how
 its server is launched and parses options, where it declares its environment variables, and the
 registry facts the drafter check reads. Adding a third engine is one new module and its name in
 ``ALL``. Plain data on purpose: ``apply`` and ``verify`` import it, so it imports no maintainer
@@ -13,7 +13,7 @@ May import: nothing of patcher.
 from __future__ import annotations
 
 from patcher.engine_specs import sglang, vllm
-from patcher.engine_specs.spec import EngineSpec
+from patcher.engine_specs.description import EngineSpec
 
 ALL: tuple[EngineSpec, ...] = (vllm.SPEC, sglang.SPEC)  # this order is every listing's order
 NAMES: tuple[str, ...] = tuple(s.name for s in ALL)

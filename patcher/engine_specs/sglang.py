@@ -2,7 +2,51 @@
 
 from __future__ import annotations
 
-from patcher.engine_specs.spec import CpuEnvLine, EngineSpec, Launch
+from patcher.engine_specs.description import (
+    AUX_IDS_FAMILY,
+    K25_CAPTURE_FAMILY,
+    K25_TARGET,
+    KEYS_FAMILY,
+    MAPS_LAYERS0,
+    SGLANG_GUARDS_FAMILY,
+    Ask,
+    CpuEnvLine,
+    DrafterReading,
+    EngineSpec,
+    IdsTaken,
+    Launch,
+    NoCapture,
+)
+
+
+def ids_taken(ask: Ask, runner: str, top: list[int] | None, in_eagle: list[int] | None,
+              layer_ids: list[int] | None) -> IdsTaken:
+    """eagle_config's eagle_aux_hidden_state_layer_ids alone (ModelRunner.initialize); layer_ids
+    and the top-level key are never read."""
+    if in_eagle is not None:
+        return IdsTaken(in_eagle, "eagle_config")
+    why = ("SGLang reads ids only from eagle_config's eagle_aux_hidden_state_layer_ids"
+           if top is not None or layer_ids is not None else "")
+    return IdsTaken(None, "default", why)
+
+
+def no_capture(ask: Ask, runner: str, target_arch: str | None) -> NoCapture | None:
+    if target_arch == K25_TARGET and ask.fixed(K25_CAPTURE_FAMILY) is False:
+        # The model runner calls set_eagle3_layers_to_capture on the target for EAGLE3, unguarded, and
+        # the wrapper has none (tests/test_drafter_release.py reads both on the releases concerned).
+        return NoCapture(f"the Kimi-K2.5 wrapper has no set_eagle3_layers_to_capture, which the model "
+                         f"runner calls for EAGLE3 (sglang/{K25_CAPTURE_FAMILY} is {ask.state(K25_CAPTURE_FAMILY)})",
+                         stops="AttributeError")
+    return None
+
+
+def switch_weights(ask: Ask, switch: str, drafter_class: str, prefix: str) -> tuple[str, str]:
+    # load_weights has `if name in params_dict:` and no else in every release; our
+    # eagle3-drafter-keys variant adds the raise.
+    if ask.applied(KEYS_FAMILY):
+        return "refused", f"our {KEYS_FAMILY} raises on {prefix}* at load"
+    return "dropped", f"the loader skips {prefix}* without a message"
+
 
 SPEC = EngineSpec(
     name="sglang",
@@ -29,10 +73,38 @@ SPEC = EngineSpec(
             "algorithm": ("--speculative-algorithm",),
         },
         eagle3_flags="--speculative-algorithm EAGLE3",
+        checks=("fused-allreduce", "two-batch-overlap"),
     ),
     env_declarations=("sglang/srt/environ.py", "environ"),
     # SGLang resolves a class by its __name__ (EntryClass).
     registered_since={"LlamaForCausalLMEagle3": "0.5.1", "Eagle3DeepseekV2ForCausalLM": "0.5.12",
                       "DeepseekV2ForCausalLM": "0.5.1", "DeepseekV3ForCausalLM": "0.5.1",
                       "KimiK25ForConditionalGeneration": "0.5.9"},
+    drafter=DrafterReading(
+        since={MAPS_LAYERS0: "0.5.12"},
+        model_runners=(),
+        loader_strict=False,  # skips a tensor it has no parameter for, unless our eagle3-drafter-keys is applied
+        multi_layer_since=MAPS_LAYERS0,
+        capture_family=(K25_CAPTURE_FAMILY, (K25_TARGET,)),
+        # DeepSeek/Kimi capture as published, before our aux-ids family: whether building the CUDA
+        # graphs (CudaGraphRunner.__init__, from 0.5.6 also ModelRunner._dummy_run) re-calls
+        # set_eagle3_layers_to_capture() with no ids (the graphs are captured with the default, and
+        # the drafter's ids are set only afterwards, for eager passes), and which explicit ids get +1.
+        aux_ids_as_published=((">=0.5.4.post2,<0.5.11", True, "all"), (">=0.5.11,<0.5.13", False, "all"),
+                              (">=0.5.13", False, "first-is-1")),
+        aux_ids_family=AUX_IDS_FAMILY,
+        # builds the drafter's LlamaConfig with its pinned transformers: 5 (which reads rope_parameters)
+        # from 0.5.10, and 5.0.0rc0 in 0.5.6.post1 alone
+        rope_parameters_read=("==0.5.6.post1", ">=0.5.10"),
+        eagle31_guard=SGLANG_GUARDS_FAMILY,
+        eagle31_facts_family=None,
+        # the first release whose drafter class (llama_eagle3.py / kimi_k25_eagle3.py) reads each
+        # switch; a switch missing from a class's table is read by no release
+        eagle31_read_since={"llama": {"fc_norm": "0.5.12", "norm_output": "0.5.12", "norm_before_fc": "0.5.17"},
+                            "mla": {"fc_norm": "0.5.13", "norm_output": "0.5.13"}},
+        built_classes={},
+        ids_taken=ids_taken,
+        no_capture=no_capture,
+        switch_weights=switch_weights,
+    ),
 )

@@ -104,15 +104,25 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     if cmd.tp_text is not None:
         launch.append(problem("launch.tp", f"the tensor-parallel size {cmd.tp_text!r} is not a whole number: "
                               "the server stops at argument parsing", wanted="e.g. --tp 8", found=cmd.tp_text))
-    if cmd.engine == "vllm":
-        launch += launch_checks.runner_findings(release, env, variables, target, cmd)
-    else:
-        launch += launch_checks.fusion_findings(release, cmd, target)
-        launch += launch_checks.two_batch_overlap_findings(release, cmd, target)
+    for check in engine_specs.spec(cmd.engine).launch.checks:
+        launch += ENGINE_CHECKS[check](release, cmd, target, env, variables)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                        launch, target_config=target, probes=probes)
     doc.drafter = _drafter_findings(cmd, release, target)
     return doc
+
+
+# The launch checks one engine's module lists (``Launch.checks``), by name: what its server does
+# with the whole command that the other's does not (vLLM picks a model runner; SGLang fuses the
+# allreduce and overlaps two batches).
+ENGINE_CHECKS = {
+    "model-runner": lambda release, cmd, target, env, variables:
+        launch_checks.runner_findings(release, env, variables, target, cmd),
+    "fused-allreduce": lambda release, cmd, target, env, variables:
+        launch_checks.fusion_findings(release, cmd, target),
+    "two-batch-overlap": lambda release, cmd, target, env, variables:
+        launch_checks.two_batch_overlap_findings(release, cmd, target),
+}
 
 
 class EngineMismatch(PatcherError):

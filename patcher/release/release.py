@@ -16,6 +16,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from patcher import engine_specs
 from patcher.core import manifest
 from patcher.core.manifest import Family, Refused
 from patcher.core.plan import OK_STATES, State, Status, declared
@@ -70,6 +71,22 @@ class Release:
     def state(self, name: str) -> State | None:
         fam = self.family(name)
         return fam.state if fam is not None else None
+
+    def since(self, behaviour: str) -> bool | None:
+        """Whether the release has ``behaviour`` (engine_specs: ``DrafterReading.since``); None: no
+        release known. False for a behaviour the engine's table has no entry for (it never has it)."""
+        if self.version is None:
+            return None
+        first = engine_specs.spec(self.name).drafter.since.get(behaviour)
+        return first is not None and self.version >= Version(first)
+
+    def fixed(self, name: str) -> bool | None:
+        """Whether ``<engine>/<name>`` holds (applied or upstream); None: no such family here."""
+        state = self.state(name)
+        return None if state is None else state in OK_STATES
+
+    def applied(self, name: str) -> bool:
+        return self.state(name) is State.APPLIED
 
     def apply_command(self) -> str:
         return f"patcher apply --engine {self.name}{self.located_by}"

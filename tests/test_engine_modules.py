@@ -1,0 +1,163 @@
+"""The engine-module contract (issue 35): what one module under patcher/engine_specs/ must provide
+for an engine, and that the shared code asks it instead of branching on the engine's name.
+
+A third engine is its module (``SPEC``: the fields below, every one filled), its name in
+``engine_specs.ALL``, ``patches/<engine>/`` with its families and releases.txt, its CPU env lock
+files, and its tests. The files still listed in ``NAME_BRANCHES_LEFT`` branch on an engine's name
+and would need a look too; the list only shrinks (a new branch fails here).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import types
+import typing
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from patcher import engine_specs
+from patcher.core import manifest
+from patcher.engine_specs import description
+from patcher.engine_specs.description import DrafterReading, EngineSpec, Launch
+from patcher.launch import doctor
+from patcher.maintainer import cpu_env
+
+PACKAGE = Path(__file__).resolve().parent.parent / "patcher"
+ENGINES = engine_specs.NAMES
+
+# What an engine module provides: SPEC's fields, and those of its launch and drafter readings.
+CONTRACT = {cls.__name__: [f.name for f in dataclasses.fields(cls)] for cls in (EngineSpec, Launch, DrafterReading)}
+# The rules an engine states as functions, and the arguments the shared code passes them.
+RULES = {"ids_taken": ["ask", "runner", "top", "in_eagle", "layer_ids"],
+         "no_capture": ["ask", "runner", "target_arch"],
+         "switch_weights": ["ask", "switch", "drafter_class", "prefix"]}
+
+
+def test_the_contract_is_what_the_descriptions_declare():
+    """The lists above are read from the dataclasses; this pins them, so a field added to the
+    contract is a decision made here, with its meaning in description.py."""
+    assert CONTRACT == {
+        "EngineSpec": ["name", "first_covered", "cpu_env_lines", "cpu_shims", "launch", "env_declarations",
+                       "registered_since", "drafter"],
+        "Launch": ["modules", "cli_module", "serve_takes_model", "dashes_or_underscores", "spellings",
+                   "eagle3_flags", "checks"],
+        "DrafterReading": ["since", "model_runners", "loader_strict", "multi_layer_since", "capture_family",
+                           "aux_ids_as_published", "aux_ids_family", "rope_parameters_read", "eagle31_guard",
+                           "eagle31_facts_family", "eagle31_read_since", "built_classes", "ids_taken",
+                           "no_capture", "switch_weights"],
+    }
+    assert not any(f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+                   for cls in (EngineSpec, Launch, DrafterReading) for f in dataclasses.fields(cls)), \
+        "no field has a default: an engine module states every one"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_each_engine_module_provides_the_whole_contract(engine):
+    module = getattr(engine_specs, engine)
+    spec = module.SPEC
+    assert isinstance(spec, EngineSpec) and spec.name == engine and spec in engine_specs.ALL
+    hints = {cls: typing.get_type_hints(cls) for cls in (EngineSpec, Launch, DrafterReading)}
+    for obj in (spec, spec.launch, spec.drafter):
+        for field in dataclasses.fields(obj):
+            value = getattr(obj, field.name)
+            want = hints[type(obj)][field.name]
+            origin = typing.get_origin(want) or want
+            if origin in (typing.Union, types.UnionType):  # optional: None says "every release", "no family"
+                origin = tuple(typing.get_origin(a) or a for a in typing.get_args(want))
+            assert isinstance(value, origin), (engine, field.name, value)
+    for rule, args in RULES.items():
+        fn = getattr(spec.drafter, rule)
+        assert callable(fn) and fn is getattr(module, rule), (engine, rule)
+        assert list(inspect.signature(fn).parameters) == args, (engine, rule)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_each_engine_modules_tables_are_well_formed(engine):
+    spec = engine_specs.spec(engine)
+    d = spec.drafter
+    behaviours = {v for k, v in vars(description).items() if k.isupper() and isinstance(v, str) and " " in v}
+    assert set(d.since) <= behaviours and d.multi_layer_since in behaviours
+    assert all(Version(v) >= Version(spec.first_covered) for v in d.since.values())
+    families = {p.parent.name for p in (manifest.PATCHES / engine).glob("*/patch.toml")}
+    named = [d.capture_family[0], d.aux_ids_family, d.eagle31_guard, d.eagle31_facts_family]
+    assert {f for f in named if f} <= families, "every family an engine's rules name exists for it"
+    for spec_text, _recall, shift in d.aux_ids_as_published:
+        SpecifierSet(spec_text)
+        assert shift in ("all", "first-is-1")
+    for spec_text in d.rope_parameters_read or ():
+        SpecifierSet(spec_text)
+    assert bool(d.eagle31_facts_family) == bool(d.built_classes) != bool(d.eagle31_read_since)
+    assert set(spec.launch.checks) <= set(doctor.ENGINE_CHECKS)
+    for line in spec.cpu_env_lines:
+        assert (cpu_env.LOCKS / f"{line.name}.txt").is_file()
+
+
+def test_every_engine_check_doctor_knows_is_some_engines():
+    used = {c for s in engine_specs.ALL for c in s.launch.checks}
+    assert used == set(doctor.ENGINE_CHECKS)
+
+
+# --- the shared code asks the module --------------------------------------------------------------
+
+def _name_branches(path: Path) -> list[int]:
+    """Lines comparing something with an engine's name: ``x == "vllm"``, ``x != "sglang"``,
+    ``"vllm" if ... else``, ``x in ("vllm", ...)``."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare):
+            for side in [node.left, *node.comparators]:
+                items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                if any(isinstance(x, ast.Constant) and x.value in ENGINES for x in items):
+                    lines.append(node.lineno)
+                    break
+        elif isinstance(node, ast.IfExp) and any(isinstance(x, ast.Constant) and x.value in ENGINES
+                                                 for x in (node.body, node.orelse)):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+# Files outside the engine modules that still branch on an engine's name, and how many lines do:
+# engine-specific prose and checks not yet moved into the engine modules. The list only shrinks.
+NAME_BRANCHES_LEFT = {
+    "drafter/release_checks.py": 6,
+    "drafter/checks.py": 7,
+    "drafter/flag_checks.py": 2,
+    "launch/launch_checks.py": 2,
+    "release/launch_command.py": 1,
+    "release/launch_facts.py": 1,
+    "maintainer/cpu_env.py": 1,
+}
+
+
+def test_the_shared_code_asks_the_engine_module_instead_of_branching_on_its_name():
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(PACKAGE))
+        if rel.startswith("engine_specs/") or "cpu_envs" in rel:
+            continue
+        lines = _name_branches(path)
+        if lines:
+            found[rel] = len(lines)
+    assert found == NAME_BRANCHES_LEFT, "a new branch on an engine's name: ask its module instead"
+
+
+def test_the_branch_finder_sees_each_spelling():
+    import textwrap
+    src = textwrap.dedent('''
+        a = x == "vllm"
+        b = "sglang" != y
+        c = z in ("vllm", "other")
+        d = "vllm" if q else "sglang"
+        e = x == "other"
+    ''')
+    tmp = PACKAGE.parent / "tests" / "_branch_probe.py"
+    try:
+        tmp.write_text(src)
+        assert _name_branches(tmp) == [2, 3, 4, 5]
+    finally:
+        tmp.unlink()
