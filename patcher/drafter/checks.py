@@ -9,14 +9,13 @@ that is missing, a launch flag that runs EAGLE-3 as EAGLE-1.
 
 from __future__ import annotations
 
-import json
-
+from patcher import engine_specs
 from patcher.core.plan import State
 from patcher.drafter import facts
 from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import SPECULATORS, DrafterConfig, TargetConfig
 from patcher.drafter.findings import Finding, hint, ok, problem, unknown
-from patcher.drafter.flag_checks import check_flags, flag_values, guess_engine, split_flags
+from patcher.drafter.flag_checks import check_flags, guess_engine, split_flags
 from patcher.drafter.key_names import MODEL_PREFIX, decoder_key, is_known, scheme_of
 from patcher.drafter.release_checks import (
     MLA_DRAFTERS,
@@ -30,6 +29,7 @@ from patcher.drafter.release_checks import (
     check_use_aux,
 )
 from patcher.drafter.shape_checks import check_attention, check_context, check_dtype, check_vocab, n_or_unset, shape_of
+from patcher.release.launch_command import method_given
 from patcher.release.release import Release
 
 DEFAULT_AUX_LAYERS = 3
@@ -65,20 +65,12 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
                                  found=flags[:80]))
         else:
             findings += check_flags(flags, flag_engine, ckpt.folder, drafter.format == SPECULATORS)
-        if engine is not None and engine.name == "sglang" and _last_algorithm(flags) == "EAGLE":
-            findings = _as_run_by_eagle(findings, engine)
-        if engine is not None and engine.name == "vllm" and _vllm_method(flags) == "eagle":
-            findings = _as_run_by_vllm_eagle(findings, engine, drafter)
+        given = method_given(split_flags(flags), engine.name) if engine is not None else None
+        eagle = engine_specs.spec(engine.name).launch.eagle_methods[0] if engine is not None else None
+        if engine is not None and given is not None and given[1] == eagle:  # EAGLE, not EAGLE3 (issue 32)
+            findings = (_as_run_by_eagle(findings, engine) if engine.name == "sglang"
+                        else _as_run_by_vllm_eagle(findings, engine, drafter))
     return findings
-
-
-def _vllm_method(flags: str) -> str | None:
-    configs = flag_values(split_flags(flags), "--speculative-config")
-    try:
-        spec = json.loads(configs[-1]) if configs else None
-    except ValueError:
-        return None
-    return spec.get("method") if isinstance(spec, dict) else None
 
 
 def _as_run_by_vllm_eagle(findings: list[Finding], engine: Release, drafter: DrafterConfig) -> list[Finding]:
@@ -109,11 +101,6 @@ def _as_run_by_vllm_eagle(findings: list[Finding], engine: Release, drafter: Dra
                 out.append(problem("aux.capture", "nothing is captured: the server stops at start-up "
                                    "(flags.algorithm)", hint='"method": "eagle3"'))
     return out
-
-
-def _last_algorithm(flags: str) -> str | None:
-    values = flag_values(split_flags(flags), "--speculative-algorithm")
-    return values[-1].upper() if values else None
 
 
 def _as_run_by_eagle(findings: list[Finding], engine: Release) -> list[Finding]:

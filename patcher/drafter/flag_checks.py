@@ -11,26 +11,30 @@ import json
 import shlex
 from pathlib import Path
 
+from patcher import engine_specs
 from patcher.drafter.errors import DrafterInputError
 from patcher.drafter.facts import correct_algorithm_flag
 from patcher.drafter.findings import Finding, hint, ok, problem
 from patcher.release.launch_command import option_values
 
 
+def _owner(flag: str) -> str:
+    """The engine whose parser has the option (its method option, or one it spells)."""
+    return next(s.name for s in engine_specs.ALL
+                if flag == s.launch.method_option[0] or any(flag in v for v in s.launch.spellings.values()))
+
+
 def flag_values(argv: list[str], flag: str) -> list[str]:
     # Every option is read with its owner's spellings, whichever engine the line is checked for:
     # `--speculative_config` on an SGLang line is still vLLM's flag, named as such.
-    owner = "vllm" if flag == "--speculative-config" else "sglang"
-    return option_values(argv, owner, flag)
+    return option_values(argv, _owner(flag), flag)
 
 
 def guess_engine(flags: str) -> str | None:
+    """The engine whose method option the line gives (vLLM's --speculative-config, SGLang's
+    --speculative-algorithm), in engine_specs.ALL's order; None: neither."""
     argv = split_flags(flags)
-    if flag_values(argv, "--speculative-config"):
-        return "vllm"
-    if flag_values(argv, "--speculative-algorithm"):
-        return "sglang"
-    return None
+    return next((s.name for s in engine_specs.ALL if flag_values(argv, s.launch.method_option[0])), None)
 
 
 def split_flags(flags: str) -> list[str]:

@@ -121,6 +121,10 @@ class Launch:
     spellings: dict[str, tuple[str, ...]]  # option -> every spelling the parser takes
     eagle3_flags: str  # the launch flags that run an EAGLE-3 drafter, as a user writes them
     checks: tuple[str, ...]  # doctor's engine-specific launch checks (patcher.launch.doctor.ENGINE_CHECKS)
+    # How a line names the speculative method: the option, and the key holding the method inside
+    # the option's JSON value (None: the value is the method); whether the parser upper-cases it.
+    method_option: tuple[str, str | None, bool]
+    eagle_methods: tuple[str, str]  # EAGLE and EAGLE-3, as that parser reads them
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,7 @@ class EngineSpec:
     # where a release declares the environment variables it reads, relative to site-packages, and
     # how: "getenv" (os.getenv("NAME", default) calls) or "environ" (SGLang's EnvField class)
     env_declarations: tuple[str, str]
+    env_vars: tuple[str, ...]  # the variables doctor reads (patcher.release.launch_facts says what each does)
     # the first release whose model registry resolves each architecture the drafter check names
     registered_since: dict[str, str]
     drafter: DrafterReading

@@ -74,8 +74,11 @@ SPEC = EngineSpec(
         },
         eagle3_flags="--speculative-algorithm EAGLE3",
         checks=("fused-allreduce", "two-batch-overlap"),
+        method_option=("--speculative-algorithm", None, True),  # SpeculativeAlgorithm.from_string upper-cases
+        eagle_methods=("EAGLE", "EAGLE3"),
     ),
     env_declarations=("sglang/srt/environ.py", "environ"),
+    env_vars=("SGLANG_ENABLE_SPEC_V2",),
     # SGLang resolves a class by its __name__ (EntryClass).
     registered_since={"LlamaForCausalLMEagle3": "0.5.1", "Eagle3DeepseekV2ForCausalLM": "0.5.12",
                       "DeepseekV2ForCausalLM": "0.5.1", "DeepseekV3ForCausalLM": "0.5.1",

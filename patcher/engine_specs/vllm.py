@@ -94,8 +94,11 @@ SPEC = EngineSpec(
         },
         eagle3_flags="""--speculative-config '{"method": "eagle3", "model": "DRAFTER", "num_speculative_tokens": 3}'""",
         checks=("model-runner",),
+        method_option=("--speculative-config", "method", False),  # SpeculativeConfig.method: a Literal
+        eagle_methods=("eagle", "eagle3"),
     ),
     env_declarations=("vllm/envs.py", "getenv"),
+    env_vars=("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ALLREDUCE_USE_FLASHINFER"),
     # vLLM renames a drafter's "X" to "Eagle3X" unless it starts with Eagle3
     # (transformers_utils/configs/eagle.py); from 0.10.1 "...Eagle3" endings are kept.
     registered_since={"Eagle3LlamaForCausalLM": "0.9.0", "LlamaForCausalLMEagle3": "0.10.1",

@@ -6,14 +6,14 @@ and the facts of ``launch_facts``; none reads a version table of its own. ``doct
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from patcher import engine_specs
 from patcher.core.plan import State
 from patcher.drafter.configs import TargetConfig
 from patcher.drafter.findings import Finding, hint, ok, problem
 from patcher.release import launch_facts
-from patcher.release.launch_command import LaunchCommand, speculative_method
+from patcher.release.launch_command import LaunchCommand, method_given, speculative_method
 from patcher.release.release import Release
 
 
@@ -85,18 +85,11 @@ def path_findings(cmd: LaunchCommand) -> list[Finding]:
 def _speculative_flag(cmd: LaunchCommand) -> str:
     """The EAGLE option the command gives, as written; empty when none (or another method, e.g.
     ngram, which needs no draft model)."""
-    algos = cmd.values("--speculative-algorithm")
-    if cmd.engine == "sglang" and algos and algos[-1].upper() in ("EAGLE", "EAGLE3"):
-        return f"--speculative-algorithm {algos[-1]}"
-    configs = cmd.values("--speculative-config")
-    if cmd.engine == "vllm" and configs:
-        try:
-            spec = json.loads(configs[-1])
-        except ValueError:
-            return ""  # the drafter check's flags.speculative_config says so, when there is a drafter
-        if isinstance(spec, dict) and spec.get("method") in ("eagle", "eagle3"):
-            return f"--speculative-config {configs[-1]}"
-    return ""
+    launch = engine_specs.spec(cmd.engine).launch
+    given = method_given(list(cmd.argv), cmd.engine)
+    if given is None or given[1] not in launch.eagle_methods:
+        return ""  # a JSON that does not parse: the drafter check's flags.speculative_config says so
+    return f"{launch.method_option[0]} {given[0]}"
 
 
 def runner_findings(release: Release, env: dict[str, str], variables: dict[str, launch_facts.EnvVar],

@@ -175,19 +175,31 @@ def _drafter(engine: str, argv: list[str]) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def speculative_method(cmd: LaunchCommand) -> str | None:
-    """The speculative method the command asks for, upper-case (SGLang's --speculative-algorithm, vLLM's
-    "method" in --speculative-config); None when it names none or the JSON does not parse."""
-    if cmd.engine == "sglang":
-        algos = cmd.values("--speculative-algorithm")
-        return algos[-1].upper() if algos else None
-    configs = cmd.values("--speculative-config")
-    try:
-        spec = json.loads(configs[-1]) if configs else None
-    except ValueError:
+def method_given(argv: list[str], engine: str) -> tuple[str, str | None] | None:
+    """(the option's last value as written, the speculative method in it as the engine's parser
+    reads it: SGLang's --speculative-algorithm upper-cased, vLLM's "method" in --speculative-config
+    as written; None when the JSON does not parse); None: the line names no method."""
+    option, key, upper = engine_specs.spec(engine).launch.method_option
+    values = option_values(argv, engine, option)
+    if not values:
         return None
-    method = spec.get("method") if isinstance(spec, dict) else None
-    return method.upper() if isinstance(method, str) else None
+    method: object = values[-1]
+    if key is not None:
+        try:
+            spec = json.loads(values[-1])
+        except ValueError:
+            return values[-1], None  # the drafter check's flags.speculative_config says so
+        method = spec.get(key) if isinstance(spec, dict) else None
+    if not isinstance(method, str):
+        return values[-1], None
+    return values[-1], method.upper() if upper else method
+
+
+def speculative_method(cmd: LaunchCommand) -> str | None:
+    """The speculative method the command asks for, upper-case whatever the engine (for the
+    methods doctor names: EAGLE3, DFLASH); None when it names none or the JSON does not parse."""
+    given = method_given(list(cmd.argv), cmd.engine)
+    return given[1].upper() if given is not None and given[1] is not None else None
 
 
 def effective_env(cmd: LaunchCommand, environ: dict[str, str] | None = None) -> dict[str, str]:

@@ -27,7 +27,6 @@ from patcher.core.manifest import contains
 # vLLM ------------------------------------------------------------------------------------------
 V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 FLASHINFER_ALLREDUCE_ENV = "VLLM_ALLREDUCE_USE_FLASHINFER"
-VLLM_ENV = (V2_RUNNER_ENV, FLASHINFER_ALLREDUCE_ENV)
 
 # The v2 GPU model runner (vllm/v1/worker/gpu/model_runner.py) hands the drafter
 # aux_hidden_states=None on 0.12.0-0.16.0: an EAGLE-3 drafter gets no aux layers at all.
@@ -52,7 +51,6 @@ V2_EAGLE3_PP_FALLBACK = SpecifierSet("==0.29.0")
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
 # `sglang serve` (sglang/cli/serve.py, the `sglang` console script's subcommand) exists from 0.5.5.
 SGLANG_SERVE_SINCE = Version("0.5.5")
-SGLANG_ENV = (SPEC_V2_ENV,)
 FUSED_CAPTURE_FAMILY = "eagle3-fused-allreduce-capture"
 # With the FlashInfer allreduce fusion on, the DeepSeek layers captured hidden_states + residual
 # before the fused allreduce (per-rank partial sums) on these releases; fixed upstream in
@@ -114,9 +112,9 @@ def env_vars(engine: str, site: Path | None) -> dict[str, EnvVar]:
         return {}
     path, style = engine_specs.spec(engine).env_declarations
     declared = {"getenv": _getenv_defaults, "environ": _environ_defaults}[style](site / path)
-    names = {"vllm": VLLM_ENV, "sglang": SGLANG_ENV}.get(engine, ())
+    names = engine_specs.spec(engine).env_vars
     out = {name: EnvVar(name, name in declared, declared.get(name)) for name in names}
-    if engine == "vllm" and V2_RUNNER_ENV not in declared and v2_env_refused(site):
+    if V2_RUNNER_ENV in names and V2_RUNNER_ENV not in declared and v2_env_refused(site):
         out[V2_RUNNER_ENV] = EnvVar(V2_RUNNER_ENV, True, None, only="1")  # read by the platform's start-up check
     return out
 
