@@ -122,3 +122,16 @@ OWN_PROGRAMS = {"probes/probe_child.py", "installed/_introspect.py"}
                          ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_only_the_command_line_prints(path: Path):
     assert _prints(path) == [], f"{path.relative_to(PACKAGE.parent)} prints: return a report instead"
+
+
+LONG = 300  # lines; a module past it says why at the end of its docstring
+
+
+def test_a_module_over_300_lines_says_why():
+    unexplained = []
+    for path in sources():
+        text = path.read_text()
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        if text.count("\n") > LONG and not re.search(rf"^Over {LONG} lines: \S", doc, re.M):
+            unexplained.append(f"{path.relative_to(PACKAGE.parent)}: {text.count(chr(10))} lines")
+    assert not unexplained, "split these, or say why at the end of the docstring:\n" + "\n".join(unexplained)

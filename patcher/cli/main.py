@@ -5,6 +5,9 @@ Exit codes: 0 everything in the wanted state; 1 a family is not (pending, lost, 
 blocked, conflict, unknown release, failed probe; with --strict also warnings, untested
 releases and probes that could not import); 2 usage or environment error; 141 stdout was
 closed by its reader (as SIGPIPE would end a shell tool).
+
+Over 300 lines: the argument definitions of every subcommand, with their help texts, and the one
+place that turns reports and errors into output and exit codes.
 """
 
 from __future__ import annotations

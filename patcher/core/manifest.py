@@ -2,6 +2,9 @@
 
 One folder per family: ``patches/<engine>/<family>/``. The engine comes from the
 folder and the target files from the diffs, so neither can disagree with the manifest.
+
+Over 300 lines: the whole patch.toml schema, each field's check beside its type, so a manifest is
+validated in one place.
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Reads files, never writes them (``declared``: the state a release's manifests de
 release whose files nobody has read). Variant choice is by version first, then confirmed
 by content: the files must hold the variant's pre-image (pending) or post-image
 (applied) exactly; anything else is a conflict and is never touched.
+
+Over 300 lines: the states and the variant choice are one decision (a family's state is what apply
+or revert would write).
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ Our only files outside the engine's own are in ``<site>/.kimi-patcher/``: lock,
 journal, backups and the state file that lets ``verify`` tell "lost" from "pending".
 What we read back from there is untrusted (bookkeeping.py validates it, paths included),
 and nothing there is read or written through a symlink.
+
+Over 300 lines: the journaled write and its recovery are one protocol, read top to bottom; split, a
+step's undo would sit away from the step.
 """
 
 from __future__ import annotations

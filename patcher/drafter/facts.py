@@ -14,6 +14,10 @@ them and never branches on an engine's name. Every comparison of a release's ver
 table happens in ``Release.since`` and the table readers here; tests/test_drafter_release.py
 proves every row against the published wheels' files. The launch flags each engine takes for an
 EAGLE-3 drafter are read here too (``flag_checks`` judges a line by them).
+
+Over 300 lines: every engine fact the drafter checks read passes through here, so that no check
+reads a table or compares a version on its own; its sections (key names, aux ids and capture, EAGLE
+3.1 switches, RoPE) share the release questions.
 """
 
 from __future__ import annotations

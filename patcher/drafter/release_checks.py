@@ -4,6 +4,9 @@ the target's architecture, and which target layers it captures for this drafter.
 
 Every engine fact comes from ``facts`` (family states, two documented tables); nothing here
 compares versions.
+
+Over 300 lines: one function per finding family (setup, registry, aux ids, capture, switches, RoPE),
+each short; they share the wording helpers at the bottom.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""apply / verify / revert / list on one engine install. Returns reports; never prints."""
+"""apply / verify / revert / list on one engine install. Returns reports; never prints.
+
+Over 300 lines: apply, verify and revert share their steps (locate, plan, write, probe) and their
+Report; each action reads as one function.
+"""
 
 from __future__ import annotations
 

@@ -23,6 +23,8 @@ tests/test_mutation.py; this command judges every variant:
         [--variant B10] [--release 0.17.1] [--hunk 3] [--json]
 
 Exit 1 when any hunk is not detected, any pristine probe passes or a whole variant fails.
+
+Over 300 lines: one mutant run per hunk, and its judgement, read in order (maintainer tooling).
 """
 
 from __future__ import annotations

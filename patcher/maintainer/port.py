@@ -9,6 +9,9 @@ pristine file. The candidate is proven as the release harness proves a shipped v
 offered. ``out`` receives ``<family>/<id>.diff``, ``<family>/patch.toml`` and ``releases.txt``
 as they would be committed. Exit: 0 every family proven or held, 1 a person is needed (the
 outcome says which lines upstream changed and what the merge could not decide), 2 usage.
+
+Over 300 lines: one porting run, from the new release's files to proven candidates, read in order
+(maintainer tooling).
 """
 
 from __future__ import annotations

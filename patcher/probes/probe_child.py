@@ -15,6 +15,9 @@ Two modes, one request (JSON in ``argv[1]``):
   ``mode: spawn`` and why, and the caller spawns as above) where a fork is not a clean copy:
   no ``os.fork``, not Linux, a thread running after the preloads, CUDA initialised by them,
   a preload that failed or pulled in the engine.
+
+Over 300 lines: one file by necessity: it is sent as text to the engine's interpreter (stdlib only)
+and cannot import a sibling.
 """
 
 import importlib

@@ -21,6 +21,9 @@ the release does not ship the probed module (its RECORD lists none) or the check
 what it checks there (it raises NotInRelease): a fact about the release, fatal for no one. The runner
 also checks that the module came from the file we patched: a second copy earlier on
 sys.path is the classic "the patch did not take effect".
+
+Over 300 lines: which probes run, how the child is started (forked or spawned) and how each way it
+can die is reported belong together.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ Two kinds of facts, each from one place:
 The SGLang capture-before-fusion bug is judged by the state of its family
 (``sglang/eagle3-fused-allreduce-capture``) once the catalogue has it: applied or upstream
 means the capture reads the reduced residual.
+
+Over 300 lines: every fact doctor reads from a release's files about the whole launch (env
+declarations, runners, defaults), each beside the code that reads it.
 """
 
 from __future__ import annotations
