@@ -143,10 +143,12 @@ def _check_config_format(d: DrafterConfig, engine: Release | None) -> list[Findi
                          hint="pass --engine to check it against your engine")]
         if facts.reads_speculators_config(engine):
             return [ok("config.format", f"speculators-format config, read by {engine.label()}")]
-        if engine.name == "vllm" and engine.version is None:
-            return [hint("config.format", f"speculators-format config: vLLM reads it from {vllm_reads}",
+        title = engine_specs.spec(engine.name).title
+        reads_from = facts.SINCE[engine.name].get(facts.SPECULATORS_CONFIG)  # None: no release of it does
+        if reads_from is not None and engine.version is None:
+            return [hint("config.format", f"speculators-format config: {title} reads it from {reads_from}",
                          hint="pass --engine-version to check your release")]
-        why = "SGLang has no reader for it" if engine.name == "sglang" else f"vLLM reads it only from {vllm_reads}"
+        why = f"{title} has no reader for it" if reads_from is None else f"{title} reads it only from {reads_from}"
         return [problem("config.format", f"speculators-format config that {engine.label()} cannot read ({why})",
                         wanted='a LlamaForCausalLMEagle3 config ("architectures", Llama fields, "eagle_config")',
                         found='"speculators_model_type": "eagle3"',
@@ -203,10 +205,11 @@ def _check_decoder_keys(ckpt: Checkpoint, engine: Release | None) -> list[Findin
                            wanted=f"{limit} decoder layer", found=f"layers {sorted(layers)}",
                            hint=f"vLLM >= {facts.SINCE['vllm'][facts.MULTI_LAYER_LLAMA]} or SGLang >= "
                                 f"{facts.SGLANG_MAPS_LAYERS0} build multi-layer drafters"))
-    if engine is not None and engine.name == "vllm":
+    if engine is not None and facts.reading(engine).adds_model_prefix:
         prefixed = [n for n in ckpt.tensors if n.startswith(MODEL_PREFIX)]
         if prefixed:
-            out.append(problem("keys.model_prefix", "tensor names start with 'model.': vLLM adds 'model.' again "
+            out.append(problem("keys.model_prefix", f"tensor names start with 'model.': "
+                               f"{engine_specs.spec(engine.name).title} adds 'model.' again "
                                "and will not find them", wanted="names without 'model.'",
                                found=f"{len(prefixed)} tensors, e.g. {prefixed[0]}"))
     return out
@@ -217,7 +220,7 @@ def _check_unknown_keys(ckpt: Checkpoint, engine: Release | None) -> list[Findin
     if not unknown:
         return [ok("keys.unknown", f"all {len(ckpt.tensors)} tensor names are EAGLE-3 Llama drafter names")]
     shown = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-    if engine is not None and engine.name == "sglang":
+    if engine is not None and not facts.reading(engine).loader_strict:  # the loader skips them
         what = (f"{engine.label()} raises at load on {len(unknown)} tensor(s) it has no parameter for "
                 f"(our {facts.KEYS_FAMILY} makes that loud)" if facts.unknown_keys_fail_loudly(engine) else
                 f"{engine.label()} skips {len(unknown)} tensor(s) it has no parameter for, without a message")

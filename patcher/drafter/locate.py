@@ -18,7 +18,7 @@ from patcher import engine_specs
 from patcher.drafter.errors import DrafterInputError
 from patcher.errors import NotInstalled, PatcherError
 from patcher.installed import engines
-from patcher.release.release import Release, from_install, from_version
+from patcher.release.release import Release, from_install, from_version, located_by
 
 Detect = Callable[[str | None, "str | None", "Path | None"], "Release | None"]
 
@@ -32,21 +32,10 @@ def drafter_detect(engine: str | None, python: str | None = None, site: Path | N
     """
     explicit = python is not None or site is not None
     names = [engine] if engine else sorted(engine_specs.NAMES)  # alphabetical, as the message below
-    missing: NotInstalled | None = None
-    for name in names:
-        try:
-            install = engines.find(name, python=python, site=site)
-        except NotInstalled as exc:
-            missing = exc
-            continue
-        except PatcherError:
-            if explicit:
-                raise
-            continue
-        release = from_install(install)
-        if explicit:  # hints then name the same environment
-            release = replace(release, located_by=f" --python {python}" if python else f" --site {site}")
-        return release
+    install, missing = engines.find_first(names, python=python, site=site, strict=explicit)
+    if install is not None:
+        # hints then name the same environment
+        return replace(from_install(install), located_by=located_by(python, site))
     if explicit:
         if engine is None:
             where = f"site: {site}" if site is not None else f"python: {python}"

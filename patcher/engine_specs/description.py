@@ -80,6 +80,7 @@ class DrafterReading:
     since: dict[str, str]  # behaviour -> the first release that has it
     model_runners: tuple[str, ...]  # the runners a release may ship (read from its files); () : one
     loader_strict: bool  # unknown tensors stop the load as published (vLLM indexes its parameters)
+    adds_model_prefix: bool  # the loader prefixes each drafter tensor name with "model."
     multi_layer_since: str  # the behaviour from which the Llama drafter builds more than one layer
     # (family, targets): the family that makes these target classes capture aux states
     capture_family: tuple[str, tuple[str, ...]]
@@ -130,6 +131,7 @@ class Launch:
 @dataclass(frozen=True)
 class EngineSpec:
     name: str  # the distribution, its import package and patches/<name>/
+    title: str  # the engine as a sentence names it
     first_covered: str  # the first release the compatibility matrix reasons about
     cpu_env_lines: tuple[CpuEnvLine, ...]
     # import-only shims of cpu_envs/sitecustomize.py: (shim, the first release that no longer

@@ -50,6 +50,7 @@ def switch_weights(ask: Ask, switch: str, drafter_class: str, prefix: str) -> tu
 
 SPEC = EngineSpec(
     name="sglang",
+    title="SGLang",
     first_covered="0.5.1",
     # SGLang pins transformers 5 from 0.5.10.
     cpu_env_lines=(CpuEnvLine("0.5.1", "0.5.9", "sglang-old"), CpuEnvLine("0.5.10", None, "sglang-new")),
@@ -87,6 +88,7 @@ SPEC = EngineSpec(
         since={MAPS_LAYERS0: "0.5.12"},
         model_runners=(),
         loader_strict=False,  # skips a tensor it has no parameter for, unless our eagle3-drafter-keys is applied
+        adds_model_prefix=False,
         multi_layer_since=MAPS_LAYERS0,
         capture_family=(K25_CAPTURE_FAMILY, (K25_TARGET,)),
         # DeepSeek/Kimi capture as published, before our aux-ids family: whether building the CUDA

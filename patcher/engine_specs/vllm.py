@@ -73,6 +73,7 @@ def switch_weights(ask: Ask, switch: str, drafter_class: str, prefix: str) -> tu
 
 SPEC = EngineSpec(
     name="vllm",
+    title="vLLM",
     first_covered="0.9.0",
     # vLLM pins transformers<5 up to 0.19 and allows 5.x from 0.20 (requires it from 0.25).
     cpu_env_lines=(CpuEnvLine("0.10.0", "0.19.1", "vllm-old"), CpuEnvLine("0.20.0", None, "vllm-new")),
@@ -110,6 +111,7 @@ SPEC = EngineSpec(
         # v1 (vllm/v1/worker/gpu_model_runner.py) and, from 0.12.0, v2 (vllm/v1/worker/gpu/)
         model_runners=(V1, V2),
         loader_strict=True,  # load_weights indexes params_dict: a KeyError
+        adds_model_prefix=True,  # a drafter's own "model." prefix is doubled, and nothing matches
         multi_layer_since=MULTI_LAYER_LLAMA,
         capture_family=(MLA_CAPTURE_FAMILY, MLA_TARGETS),
         aux_ids_as_published=(),  # ids as given, in eager and graph mode

@@ -20,7 +20,7 @@ import importlib_metadata
 from packaging.version import InvalidVersion, Version
 
 from patcher.errors import EngineError, NotInstalled
-from patcher.installed import _introspect
+from patcher.installed import _introspect, interpreter
 
 
 def sha256_record(data: bytes) -> str:
@@ -179,3 +179,40 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
     return Install(engine, version, pkg_dir.parent, dist_info, _record(dist_info), interp,
                    info.get("python"), info.get("cache_tag"), info.get("pycache_prefix"),
                    dict(info.get("others", {})), shadowed)
+
+
+def locate(engine: str, *, python: str | None = None, site: Path | None = None,
+           wanted: tuple[str, ...] = ()) -> Install:
+    """``find`` in the environment the user named (--python or --site; else this interpreter's),
+    with both named, or an interpreter that is not Python, said first: how every command that
+    acts on one engine finds it."""
+    if python is not None and site is not None:
+        raise EngineError("--python and --site both name the environment",
+                          wanted="one of them", found=f"--python {python} --site {site}")
+    if python is not None:
+        interpreter.check(python)
+    try:
+        return find(engine, python=python, site=site, wanted=wanted)
+    except NotInstalled as exc:
+        if python is None and site is None:
+            raise
+        flag = "--python" if python else "--site"
+        raise NotInstalled(exc.what, wanted=exc.wanted, found=exc.found,
+                           hint=f"install it there, or point {flag} at the environment that has it") from None
+
+
+def find_first(names: list[str], *, python: str | None = None, site: Path | None = None,
+               strict: bool = False) -> tuple[Install | None, NotInstalled | None]:
+    """The first of ``names`` installed there, in order, and the last "not installed" error when
+    none is. ``strict``: an engine that is there but cannot be used raises instead of being passed
+    over (an environment the user named must hold a usable engine)."""
+    missing: NotInstalled | None = None
+    for name in names:
+        try:
+            return find(name, python=python, site=site), None
+        except NotInstalled as exc:
+            missing = exc
+        except EngineError:
+            if strict:
+                raise
+    return None, missing

@@ -17,8 +17,8 @@ from patcher.core import bytecode, manifest, selection, write
 from patcher.core.hunks import FileState
 from patcher.core.manifest import Family
 from patcher.core.plan import OK_STATES, Files, State, Status, assess, compose
-from patcher.errors import NotInstalled, PatcherError
-from patcher.installed import engines, interpreter
+from patcher.errors import PatcherError
+from patcher.installed import engines
 from patcher.installed.engines import Install
 from patcher.probes import probes
 
@@ -102,19 +102,7 @@ def families(engine: str, opts: Options, every_family: bool = False) -> tuple[Fa
 
 def locate(engine: str, fams: tuple[Family, ...], opts: Options) -> Install:
     wanted = tuple(sorted({r.distribution for f in fams for r in f.requires}))
-    if opts.python is not None and opts.site is not None:
-        raise selection.SelectionError("--python and --site both name the environment",
-                                       wanted="one of them", found=f"--python {opts.python} --site {opts.site}")
-    if opts.python is not None:
-        interpreter.check(opts.python)
-    try:
-        return engines.find(engine, python=opts.python, site=opts.site, wanted=wanted)
-    except NotInstalled as exc:
-        if opts.python is None and opts.site is None:
-            raise
-        flag = "--python" if opts.python else "--site"
-        raise NotInstalled(exc.what, wanted=exc.wanted, found=exc.found,
-                           hint=f"install it there, or point {flag} at the environment that has it") from None
+    return engines.locate(engine, python=opts.python, site=opts.site, wanted=wanted)
 
 
 def _restore(install: Install) -> str:

@@ -27,7 +27,7 @@ from patcher.installer import actions
 from patcher.launch import launch_checks
 from patcher.release import launch_facts
 from patcher.release.launch_command import LaunchCommand, effective_env, speculative_method
-from patcher.release.release import Release, from_install
+from patcher.release.release import Release, from_install, located_by
 
 SCHEMA = "patcher.doctor/1"
 
@@ -83,8 +83,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
         # The command starts one engine and this environment has the other: nothing else can be judged.
         raise EngineMismatch(cmd, other, missing) from None
     install = report.install
-    located_by = f" --python {python}" if python else f" --site {site}" if site else ""
-    release = replace(from_install(install), located_by=located_by)
+    release = replace(from_install(install), located_by=located_by(python, site))
     by = f" (located by {python}, the command's interpreter)" if python and python == cmd.python else ""
     launch.insert(0, ok("launch.engine", f"the command starts {cmd.engine}; {release.label()} is installed at "
                                          f"{install.site}{by}"))
@@ -138,14 +137,7 @@ class EngineMismatch(PatcherError):
 
 
 def _other_engine(engine: str, python: str | None, site: Path | None) -> engines.Install | None:
-    for other in engine_specs.NAMES:
-        if other == engine:
-            continue
-        try:
-            return engines.find(other, python=python, site=site)
-        except PatcherError:
-            continue
-    return None
+    return engines.find_first([n for n in engine_specs.NAMES if n != engine], python=python, site=site)[0]
 
 
 def _target_config(cmd: LaunchCommand, launch: list[Finding]) -> TargetConfig | None:

@@ -92,6 +92,11 @@ class Release:
         return f"patcher apply --engine {self.name}{self.located_by}"
 
 
+def located_by(python: str | None, site: Path | None) -> str:
+    """How the user named the environment, for the commands a hint prints ("" : this one's)."""
+    return f" --python {python}" if python else f" --site {site}" if site else ""
+
+
 def from_install(install: Install, source: str = "installed", patches: Path = manifest.PATCHES) -> Release:
     """The release on a located install, each family assessed on its files like ``verify`` does."""
     from patcher.core import write
