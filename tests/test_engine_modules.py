@@ -22,6 +22,7 @@ from packaging.version import Version
 
 from patcher import engine_specs
 from patcher.core import manifest
+from patcher.drafter import checks, flag_checks
 from patcher.engine_specs import description
 from patcher.engine_specs.description import DrafterReading, EngineSpec, Launch
 from patcher.launch import doctor
@@ -43,11 +44,13 @@ def test_the_contract_is_what_the_descriptions_declare():
     """The lists above are read from the dataclasses; this pins them, so a field added to the
     contract is a decision made here, with its meaning in description.py."""
     assert CONTRACT == {
-        "EngineSpec": ["name", "title", "first_covered", "cpu_env_lines", "cpu_shims", "launch", "env_declarations",
+        "EngineSpec": ["name", "title", "first_covered", "cpu_env_lines", "cpu_shims", "cpu_install", "launch",
+                       "env_declarations",
                        "env_vars", "registered_since", "drafter"],
         "Launch": ["modules", "cli_module", "serve_takes_model", "dashes_or_underscores", "spellings",
                    "eagle3_flags", "checks", "method_option", "eagle_methods"],
-        "DrafterReading": ["since", "model_runners", "loader_strict", "adds_model_prefix", "multi_layer_since",
+        "DrafterReading": ["since", "model_runners", "loader_strict", "adds_model_prefix", "ids_keys",
+                           "mla_by_model_type", "eagle_with_eagle3_drafter", "multi_layer_since",
                            "capture_family", "aux_ids_as_published", "aux_ids_family", "rope_parameters_read",
                            "eagle31_guard", "eagle31_facts_family", "eagle31_read_since", "built_classes",
                            "ids_taken", "no_capture", "switch_weights"],
@@ -94,10 +97,35 @@ def test_each_engine_modules_tables_are_well_formed(engine):
         SpecifierSet(spec_text)
     assert bool(d.eagle31_facts_family) == bool(d.built_classes) != bool(d.eagle31_read_since)
     assert set(spec.launch.checks) <= set(doctor.ENGINE_CHECKS)
+    assert spec.launch.method_option[0] in flag_checks.FLAG_CHECKS
+    assert d.eagle_with_eagle3_drafter in checks.EAGLE_RUNS
+    assert spec.cpu_install in ("sources", "pip")
+    # ids_keys says what ids_taken does, on a release that has every behaviour and every fix
+    for key, top, in_eagle in (("top-level", [1, 2, 3], None), ("eagle_config", None, [1, 2, 3])):
+        taken = d.ids_taken(_AskYes(), description.V1, top, in_eagle, None)
+        assert (taken.source == key) == (key in d.ids_keys), (engine, key, taken)
     known = {launch_facts.V2_RUNNER_ENV, launch_facts.FLASHINFER_ALLREDUCE_ENV, launch_facts.SPEC_V2_ENV}
     assert set(spec.env_vars) <= known, "launch_facts says what each variable doctor reads does"
     for line in spec.cpu_env_lines:
         assert (cpu_env.LOCKS / f"{line.name}.txt").is_file()
+
+
+class _AskYes:
+    """A release that has every behaviour and every family fixed (engine_specs' ``Ask``)."""
+
+    name, version = "", None
+
+    def since(self, behaviour):
+        return True
+
+    def fixed(self, family):
+        return True
+
+    def state(self, family):
+        return "applied"
+
+    def applied(self, family):
+        return True
 
 
 def test_every_engine_check_doctor_knows_is_some_engines():
@@ -127,10 +155,7 @@ def _name_branches(path: Path) -> list[int]:
 # Files outside the engine modules that still branch on an engine's name, and how many lines do:
 # engine-specific prose and checks not yet moved into the engine modules. The list only shrinks.
 NAME_BRANCHES_LEFT = {
-    "drafter/release_checks.py": 6,  # registry and aux-capture hints worded per engine
-    "drafter/checks.py": 2,  # EAGLE (not EAGLE3) rewritten per engine; the fix hint's default engine
-    "drafter/flag_checks.py": 1,  # each engine's launch flags checked by its own checker
-    "maintainer/cpu_env.py": 1,  # vLLM's published sources laid in instead of a pip install
+    "drafter/checks.py": 1,  # the engine a fix command names when none is known (a default, not a fact)
 }
 
 

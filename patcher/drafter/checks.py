@@ -68,8 +68,7 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
         given = method_given(split_flags(flags), engine.name) if engine is not None else None
         eagle = engine_specs.spec(engine.name).launch.eagle_methods[0] if engine is not None else None
         if engine is not None and given is not None and given[1] == eagle:  # EAGLE, not EAGLE3 (issue 32)
-            findings = (_as_run_by_eagle(findings, engine) if engine.name == "sglang"
-                        else _as_run_by_vllm_eagle(findings, engine, drafter))
+            findings = EAGLE_RUNS[facts.reading(engine).eagle_with_eagle3_drafter](findings, engine, drafter)
     return findings
 
 
@@ -103,7 +102,7 @@ def _as_run_by_vllm_eagle(findings: list[Finding], engine: Release, drafter: Dra
     return out
 
 
-def _as_run_by_eagle(findings: list[Finding], engine: Release) -> list[Finding]:
+def _as_run_by_eagle(findings: list[Finding], engine: Release, drafter: DrafterConfig) -> list[Finding]:
     """SGLang with --speculative-algorithm EAGLE runs an EAGLE-3 drafter without its features: every line
     says what this command does (facts.SGLANG_EAGLE_ALGORITHM), none what EAGLE3 would do."""
     said = facts.SGLANG_EAGLE_ALGORITHM
@@ -120,6 +119,12 @@ def _as_run_by_eagle(findings: list[Finding], engine: Release) -> list[Finding]:
             out.append(level(code, said[code].format(release=engine.label()),
                              hint="--speculative-algorithm EAGLE3" if level is problem else ""))
     return out
+
+
+
+# What a launch asking for EAGLE (not EAGLE-3) does with an EAGLE-3 drafter, by the name each
+# engine module gives it (``DrafterReading.eagle_with_eagle3_drafter``).
+EAGLE_RUNS = {"runs-without-features": _as_run_by_eagle, "stops-at-start-up": _as_run_by_vllm_eagle}
 
 
 def _fix_command(engine: Release | None) -> str:

@@ -55,9 +55,8 @@ def _same_path(a: str, b: Path) -> bool:
 
 def check_flags(flags: str, engine: str, drafter: Path, speculators_config: bool) -> list[Finding]:
     argv = split_flags(flags)
-    if engine == "sglang":
-        return _check_sglang(argv, drafter)
-    return _check_vllm(argv, drafter, speculators_config)
+    check = FLAG_CHECKS[engine_specs.spec(engine).launch.method_option[0]]
+    return check(argv, drafter, speculators_config)
 
 
 def _other_draft_path(where: str, named: str, drafter: Path) -> Finding:
@@ -69,7 +68,7 @@ def _other_draft_path(where: str, named: str, drafter: Path) -> Finding:
                    hint="check the folder the launch names, or point the launch at the folder checked")
 
 
-def _check_sglang(argv: list[str], drafter: Path) -> list[Finding]:
+def _check_sglang(argv: list[str], drafter: Path, speculators_config: bool = False) -> list[Finding]:
     out: list[Finding] = []
     want = correct_algorithm_flag("sglang")
     if flag_values(argv, "--speculative-config"):
@@ -141,3 +140,8 @@ def _check_vllm(argv: list[str], drafter: Path, speculators_config: bool) -> lis
     if isinstance(model, str) and not _same_path(model, drafter):
         out.append(_other_draft_path('"model" in --speculative-config', model, drafter))
     return out
+
+
+# Each engine's launch flags, checked by the option that names its speculative method
+# (engine_specs.<engine>.SPEC.launch.method_option).
+FLAG_CHECKS = {"--speculative-algorithm": _check_sglang, "--speculative-config": _check_vllm}

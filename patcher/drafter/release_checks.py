@@ -11,6 +11,7 @@ each short; they share the wording helpers at the bottom.
 
 from __future__ import annotations
 
+from patcher import engine_specs
 from patcher.core.plan import State
 from patcher.drafter import facts
 from patcher.drafter.configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
@@ -109,15 +110,16 @@ def check_drafter_class(d: DrafterConfig, release: Release | None) -> list[Findi
     if all(facts.registers(release, a) is None for a in d.architectures):
         return [_registry_finding("config.format", "the drafter's", d.architectures[0], release)]
     known = [a for a in d.architectures if facts.registers(release, a)]
-    if known and mla and release.name == "vllm":
+    if known and mla and facts.reading(release).mla_by_model_type:
         return [_vllm_mla_model_type(d, release, archs)]
     if known:
         return [ok("config.format", f"architectures {archs}, registered by {release.label()}")]
     arch = mla or (d.architectures[0] if d.architectures else "LlamaForCausalLMEagle3")
     since = facts.registered_since(release.name, arch)
-    if since is None and mla and release.name == "sglang":
-        todo = ('SGLang registers the MLA drafter only as "Eagle3DeepseekV2ForCausalLM" (from '
-                f"{facts.REGISTERED_SINCE['sglang']['Eagle3DeepseekV2ForCausalLM']}): rename the architecture")
+    registered_mla = [a for a in MLA_DRAFTERS if a in facts.REGISTERED_SINCE[release.name]]
+    if since is None and mla and registered_mla:
+        todo = (f'{engine_specs.spec(release.name).title} registers the MLA drafter only as "{registered_mla[0]}" '
+                f"(from {facts.REGISTERED_SINCE[release.name][registered_mla[0]]}): rename the architecture")
     elif since is not None:
         todo = f"use {release.name} {since} or newer"
     else:
@@ -271,14 +273,16 @@ def _capture_hint(release: Release, d: DrafterConfig, want: list[int], n: int | 
                   fixed_by_apply: bool | None) -> str:
     if fixed_by_apply:
         return f"run '{release.apply_command()}': the patched release captures them"
-    if release.name == "vllm" and d.top_aux_ids is None and d.eagle_aux_ids is not None:
+    rules, title = facts.reading(release), engine_specs.spec(release.name).title
+    if rules.ids_keys[0] == "top-level" and d.top_aux_ids is None and d.eagle_aux_ids is not None:
         return (f'state the ids at the top level too ("eagle_aux_hidden_state_layer_ids": {want}), which every '
-                f"vLLM runner reads: {_fix_hint(release)}")
-    if release.name == "sglang" and d.eagle_aux_ids is None and d.top_aux_ids is not None:
-        return f"SGLang reads ids only from eagle_config: state them there too: {_fix_hint(release)}"
-    if n is not None and want == facts.default_aux_layer_ids(n) and release.name == "sglang":
+                f"{title} runner reads: {_fix_hint(release)}")
+    if rules.ids_keys == ("eagle_config",) and d.eagle_aux_ids is None and d.top_aux_ids is not None:
+        return f"{title} reads ids only from eagle_config: state them there too: {_fix_hint(release)}"
+    shifts = bool(rules.aux_ids_as_published)  # explicit ids are shifted as published, the default is not
+    if n is not None and want == facts.default_aux_layer_ids(n) and shifts:
         return "omit eagle_aux_hidden_state_layer_ids: they equal the engine default, which it captures as given"
-    if release.name == "vllm":
+    if not shifts:
         return f'state the trained layers as given ("eagle_aux_hidden_state_layer_ids": {want}): {_fix_hint(release)}'
     rule = facts.shift_rule(release)
     if rule is not None and rule[1] == "first-is-1":

@@ -81,6 +81,15 @@ class DrafterReading:
     model_runners: tuple[str, ...]  # the runners a release may ship (read from its files); () : one
     loader_strict: bool  # unknown tensors stop the load as published (vLLM indexes its parameters)
     adds_model_prefix: bool  # the loader prefixes each drafter tensor name with "model."
+    # the config keys holding the aux layer ids that it reads, the one that wins first
+    # ("top-level", "eagle_config"); ``ids_taken`` is the whole rule
+    ids_keys: tuple[str, ...]
+    # an MLA drafter runs as MLA only for the model types the release's is_deepseek_mla lists
+    # (read from its files: patcher.drafter.release_checks)
+    mla_by_model_type: bool
+    # what a launch asking for EAGLE (not EAGLE-3) does with an EAGLE-3 drafter (issue 32):
+    # "runs-without-features" or "stops-at-start-up" (patcher.drafter.checks.EAGLE_RUNS)
+    eagle_with_eagle3_drafter: str
     multi_layer_since: str  # the behaviour from which the Llama drafter builds more than one layer
     # (family, targets): the family that makes these target classes capture aux states
     capture_family: tuple[str, tuple[str, ...]]
@@ -137,6 +146,9 @@ class EngineSpec:
     # import-only shims of cpu_envs/sitecustomize.py: (shim, the first release that no longer
     # needs it; None: every release does)
     cpu_shims: tuple[tuple[str, str | None], ...]
+    # how a release is put into its CPU env: "sources" (the wheel's .py files laid in: its compiled
+    # kernels never load beside the CPU torch) or "pip" (pip install of the release, no deps)
+    cpu_install: str
     launch: Launch
     # where a release declares the environment variables it reads, relative to site-packages, and
     # how: "getenv" (os.getenv("NAME", default) calls) or "environ" (SGLang's EnvField class)

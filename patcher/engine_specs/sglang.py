@@ -60,6 +60,7 @@ SPEC = EngineSpec(
         ("vllm", "0.5.8"),
         ("torch_cpu_amx", "0.5.3"),
     ),
+    cpu_install="pip",
     launch=Launch(
         modules=("sglang.launch_server",),
         cli_module=None,  # `sglang serve` is its own console script (from 0.5.5)
@@ -89,6 +90,10 @@ SPEC = EngineSpec(
         model_runners=(),
         loader_strict=False,  # skips a tensor it has no parameter for, unless our eagle3-drafter-keys is applied
         adds_model_prefix=False,
+        ids_keys=("eagle_config",),
+        mla_by_model_type=False,
+        # no aux capture, fc never applied, d2t never read, the target's lm_head
+        eagle_with_eagle3_drafter="runs-without-features",
         multi_layer_since=MAPS_LAYERS0,
         capture_family=(K25_CAPTURE_FAMILY, (K25_TARGET,)),
         # DeepSeek/Kimi capture as published, before our aux-ids family: whether building the CUDA

@@ -246,10 +246,7 @@ def _swap_engine(env: Path, engine: str, version: str, log=print) -> list[dict] 
     # only read as "lost", but a journal names files of the old RECORD and stops the next apply.
     shutil.rmtree(_site_packages(env) / ".kimi-patcher", ignore_errors=True)
     python = env / "bin" / "python"
-    if engine == "vllm":
-        # vLLM's compiled kernels never load beside the CPU torch and are pruned anyway:
-        # lay in the release's published sources from the wheel cache instead of a
-        # 340 MB pip install plus a pruning probe run (about 60 s a swap saved).
+    if engine_specs.spec(engine).cpu_install == "sources":  # the engine module says why
         t0 = time.monotonic()
         _install_tree(env, engine, version)
         _write_shims(env, engine, version)
