@@ -1,11 +1,16 @@
-"""One description per engine: plain data every part of patcher reads about an engine.
+"""One module per engine: everything that differs between the engines, said once.
 
 Each engine is one module here (``vllm.py``, ``sglang.py``) holding one ``EngineSpec``
-(``description.py``): its distribution name, the first release we cover, the CPU import-env lines, how
-its server is launched and parses options, where it declares its environment variables, and the
-registry facts the drafter check reads. Adding a third engine is one new module and its name in
-``ALL``. Plain data on purpose: ``apply`` and ``verify`` import it, so it imports no maintainer
-code, nothing that touches the network, and no engine.
+(``description.py``): its distribution name and title, the first release we cover, the CPU
+import-env lines and how a release enters one, how its server is launched and parses options
+(which option names the speculative method, which launch checks doctor runs), where it declares
+its environment variables and which it reads, its registry, and how it reads an EAGLE-3 drafter
+(``DrafterReading``: the first release of each behaviour, the aux-id rule, the capture family,
+the EAGLE 3.1 switch readers, and three rules as functions of what a release answers). The rest
+of patcher asks these instead of comparing an engine's name (tests/test_engine_modules.py holds
+the contract). Adding a third engine is one new module and its name in ``ALL``, with its patches
+and tests (CONTRIBUTING.md). Imports nothing of patcher: ``apply`` and ``verify`` import it, so
+it touches no network and no engine.
 
 May import: nothing of patcher.
 """
