@@ -262,8 +262,8 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     if failed:
         report.notes.append(f"the shipped bytecode was removed but not rebuilt ({failed}); "
                             "the first import compiles it")
-    # Re-read everything from disk: the report says what is there now, not what we meant to write.
     clock.lap("write")
+    # Re-read everything from disk: the report says what is there now, not what we meant to write.
     after = assess(install, fams, write.read_state(install))
     report.statuses = after
     _edited(install, after)
