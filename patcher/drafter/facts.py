@@ -37,22 +37,17 @@ from patcher.engine_specs.description import (  # noqa: F401 (the checks read th
     AUX_IDS_FAMILY,
     CONFIG_AUX_IDS_FAMILY,
     EAGLE31_FAMILY,
-    K25_CAPTURE_FAMILY,
     K25_TARGET,
     KEYS_FAMILY,
     MAPS_LAYERS0,
-    MLA_CAPTURE_FAMILY,
     MLA_TARGETS,
     MULTI_LAYER_LLAMA,
-    SGLANG_GUARDS_FAMILY,
     SKIPS_INPUT_NORM,
     SPECULATORS_CONFIG,
     V1,
-    V1_EAGLE_CONFIG_IDS,
     V2,
     V2_AUX,
     V2_EAGLE_LAYER_IDS,
-    V2_RUNNER,
     IdsTaken,
 )
 from patcher.release import launch_facts
@@ -199,7 +194,6 @@ def correct_algorithm_flag(engine: str) -> str:
 # targets with EAGLE-3. SGLang reads `eagle_config` only (ModelRunner.initialize). Which key each
 # path reads is the engine module's rule (``DrafterReading.ids_taken``).
 VLLM_V2_AUX_SINCE = SINCE["vllm"][V2_AUX]
-VLLM_V1_READS_EAGLE_CONFIG_IDS = SINCE["vllm"][V1_EAGLE_CONFIG_IDS]
 
 
 def after_apply(release: Release) -> Release:
@@ -208,11 +202,6 @@ def after_apply(release: Release) -> Release:
                  if f.state in (State.PENDING, State.LOST)
                  else f for f in release.families)
     return replace(release, families=fams)
-
-
-def _fixed(release: Release, family: str) -> bool | None:
-    """Whether ``<engine>/<family>`` holds on the release; None: no such family for this engine."""
-    return release.fixed(family)
 
 
 def runners(release: Release) -> tuple[str, ...]:
@@ -381,7 +370,7 @@ def switch_outcome(release: Release, switch: str, drafter_class: str, speculator
     if first is not None and release.version >= first:
         return HONOURED, f"read since {release.name} {first}"
     guard = reading(release).eagle31_guard
-    if guarded and _fixed(release, guard):
+    if guarded and release.fixed(guard):
         return REFUSED, f"{release.name}/{guard} refuses it at load"
     prefix = SWITCH_WEIGHTS.get(switch)
     if has_weights and prefix is not None:
