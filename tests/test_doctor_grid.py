@@ -77,23 +77,28 @@ def cli(*argv: str) -> tuple[int, str, str]:
 
 
 def expected(engine: str, version: str, target: str, algorithm: str, drafter: str) -> tuple[str, set[str]]:
-    """The verdict, and the codes among the reasons that must be there (problem or unknown)."""
+    """The verdict, and the codes among the reasons that must be there (problem or unknown). A
+    problem makes it no-go; unknown lines alone make it 'cannot tell' (exit 3), never go."""
     if algorithm == "dflash":
-        return "no-go", {"flags.algorithm"}  # unknown: nothing of DFLASH is checked
-    must = set()
+        return "cannot tell", {"flags.algorithm"}  # unknown: nothing of DFLASH is checked
+    problems, unknowns = set(), set()
     if target not in COVERED_TARGETS:
-        must.add("target.architecture")  # unknown: no fact covers K3 or Qwen3-MoE
+        unknowns.add("target.architecture")  # no fact covers K3 or Qwen3-MoE
     if algorithm == "eagle":  # no aux capture under EAGLE-1 (SGLang), an unregistered class (vLLM, HF format)
-        must |= {"flags.algorithm"} | ({"aux.capture"} if target in COVERED_TARGETS else set())
+        problems |= {"flags.algorithm"} | ({"aux.capture"} if target in COVERED_TARGETS else set())
     if engine == "sglang" and drafter == "speculators":
-        must.add("config.format")  # SGLang never parses a speculators config
+        problems.add("config.format")  # SGLang never parses a speculators config
     if engine == "vllm" and drafter == "speculators" and Version(version) < VLLM_READS_NORM_OUTPUT:
-        must.add("eagle31.norm_output")  # speculators' default norm_output: true, refused before 0.22.0 (W1-W4)
+        problems.add("eagle31.norm_output")  # speculators' default norm_output: true, refused before 0.22.0 (W1-W4)
     if engine == "sglang" and drafter == "hand/top-level" and target in COVERED_TARGETS:
-        must.add("aux.capture")  # SGLang reads the ids only from eagle_config: the default is captured
+        problems.add("aux.capture")  # SGLang reads the ids only from eagle_config: the default is captured
     if drafter == "hand/disagree":
-        must.add("aux.ids_keys")  # two id lists: which one the drafter was trained on is unknown
-    return ("no-go" if must else "go"), must
+        problems.add("aux.ids_keys")  # two id lists: which one the drafter was trained on is unknown
+    verdict = "no-go" if problems else "cannot tell" if unknowns else "go"
+    return verdict, problems | unknowns
+
+
+EXIT = {"go": 0, "no-go": 1, "cannot tell": 3}
 
 
 def _targets(root: Path) -> dict[str, Path]:
@@ -158,7 +163,7 @@ def test_every_cell_of_the_grid(tmp_path: Path, engine: str, version: str) -> No
         said = {f["code"]: f for f in doc["findings"]}
         reasons = {c for c, f in said.items() if f["level"] in ("problem", "unknown")}
         cell = f"{engine} {version} {tname} {alg} {dname}"
-        if (doc["verdict"], code) != (verdict, 0 if verdict == "go" else 1) or not must <= reasons:
+        if (doc["verdict"], code) != (verdict, EXIT[verdict]) or not must <= reasons:
             wrong.append(f"{cell}: {doc['verdict']} {sorted(reasons)}; wanted {verdict} with {sorted(must)}")
         if alg != "eagle3" or tname not in COVERED_TARGETS:
             capture = [c for c, f in said.items() if c.startswith("aux.capture") and f["level"] == "ok"]

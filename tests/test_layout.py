@@ -112,9 +112,10 @@ def _prints(path: Path) -> list[int]:
     return lines
 
 
-# Scripts that run as programs of their own, in the engine's interpreter: the probe child and the
-# introspection script (maintainer/ holds the maintainer's own command-line tools).
-OWN_PROGRAMS = {"probes/probe_child.py", "installed/_introspect.py"}
+# Scripts that run as programs of their own, in the engine's interpreter: the probe child, the
+# introspection script and each engine's parser child (maintainer/ holds the maintainer's own command-line tools).
+OWN_PROGRAMS = {"probes/probe_child.py", "installed/_introspect.py", "engine_specs/vllm_parser_child.py",
+                "engine_specs/sglang_parser_child.py"}
 
 
 @pytest.mark.parametrize("path", [p for p in sources() if owner(p) not in ("cli", "maintainer")

@@ -1,7 +1,8 @@
 """``patcher doctor [--python P | --site D] [--json] [--probes] -- <server command>``: the
 arguments; the report is rendered by ``patcher.cli.report``.
 
-Exit codes: 0 go; 1 no-go (every reason listed, last); 2 usage or environment error. The
+Exit codes: 0 go; 1 no-go (every reason listed, last); 2 usage or environment error; 3 cannot
+tell (no reason proven, but a line the release may read otherwise, listed as unknown). The
 ``--json`` object (``patcher.doctor/1``) is documented in docs/reference.md, section "patcher doctor".
 """
 
@@ -24,7 +25,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "doctor", usage="patcher doctor [--python PATH | --site DIR] [--probes] [--json] [--debug] -- COMMAND ...",
         help="judge a server launch command before the 36-minute load: go or no-go",
         description="Put the exact server command after '--': patcher doctor -- vllm serve T --speculative-config "
-                    "'{...}' -tp 8. Exit 0: go; 1: no-go, with every reason; 2: usage or environment error.")
+                    "'{...}' -tp 8. Exit 0: go; 1: no-go, with every reason; 2: usage or environment error; "
+                    "3: cannot tell (what could not be read is listed).")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--python", metavar="PATH", help="interpreter of the environment that runs the server "
                        "(default: the one the command names by path, else the python running patcher)")

@@ -248,7 +248,8 @@ def doctor_json(r: doctor.DoctorReport) -> dict:
         "findings": [f.to_json() for f in findings],
         "counts": counts(findings) | {"reasons": len(r.reasons()), "from_verify": len(r.verify.reasons(False))},
         "not_checked": [] if r.probes else ["whether the engine imports here: --probes runs the probes"],
-        "verdict": "no-go" if code else "go", "reasons": r.reasons(), "next": r.next_steps(), "exit": code,
+        "parsed_by": r.parsed_by, "verdict": r.verdict, "reasons": r.reasons(), "next": r.next_steps(),
+        "exit": code,
     }
 
 
@@ -265,9 +266,9 @@ def doctor_lines(r: doctor.DoctorReport) -> list[str]:
     from_verify = len(r.verify.reasons(False))
     counted = f"{len(reasons)} reason(s): {from_verify} from verify, " if reasons else ""
     unproven = "" if r.probes else "; not checked: whether the engine imports here (--probes checks it)"
-    out.append(f"verdict: {'no-go' if reasons else 'go'} ({counted}{tally(r.findings())}{unproven})")
+    out.append(f"verdict: {r.verdict} ({counted}{tally(r.findings())}{unproven})")
     if reasons:
-        out.append("exit 1: " + "; ".join(reasons))
+        out.append(f"exit {r.exit_code}: " + "; ".join(reasons))
     return out
 
 

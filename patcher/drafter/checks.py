@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from patcher import engine_specs
 from patcher.core.plan import State
-from patcher.drafter import facts
+from patcher.drafter import facts, shape_checks
 from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import SPECULATORS, DrafterConfig, TargetConfig
 from patcher.drafter.findings import Finding, hint, ok, problem, unknown
@@ -44,6 +44,7 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
     findings += check_aux_capture(drafter, target, engine)
     findings += check_switches(list(ckpt.tensors), drafter, engine)
     findings += check_rope(drafter, engine)
+    findings += shape_checks.check_mlp(ckpt, drafter, engine)
     if any(a in MLA_DRAFTERS for a in drafter.architectures):
         findings.append(hint("architecture.mla", "an MLA EAGLE-3 drafter: the key and shape checks here are for "
                              "Llama drafters and were skipped"))

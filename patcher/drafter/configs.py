@@ -48,6 +48,9 @@ class DrafterConfig:
     switches_off: tuple[str, ...] = ()  # EAGLE 3.1 switches the config sets to false, explicitly
     eagle_layer_ids: tuple[int, ...] | None = None  # `eagle_config.layer_ids` (vLLM's v2 runner, 0.27.0+, last)
     model_type: str | None = None  # top level, as written (vLLM picks the config class and MLA by it)
+    # A mixture-of-experts MLP, as TorchSpec writes one (``use_moe``, ``n_routed_experts``): the
+    # config keys that say so, as written; () : a dense MLP, which every engine's drafter builds.
+    moe: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,9 @@ class TargetConfig:
     max_position_embeddings: int | None
     rope_theta: float | None
     rope_scaling: dict | None
+    # DeepSeek's multi-token-prediction layers (num_nextn_predict_layers; Kimi-K2/K2.5 write 0):
+    # what SGLang's NEXTN and vLLM's mtp methods load as the draft model. None: not written.
+    mtp_layers: int | None = None
 
 
 def _int(cfg: dict, key: str, where: Path) -> int | None:
@@ -164,7 +170,19 @@ def parse_drafter_config(config: dict, where: Path) -> DrafterConfig:
         switches=switches,
         switches_off=switches_off,
         model_type=config.get("model_type") if isinstance(config.get("model_type"), str) else None,
+        moe=_moe(layer),
     )
+
+
+def _moe(layer: dict) -> tuple[str, ...]:
+    """The keys that ask for experts in the drafter's MLP (TorchSpec's MoE EAGLE-3 head), as written."""
+    said = []
+    if layer.get("use_moe") is True:
+        said.append("use_moe: true")
+    experts = layer.get("n_routed_experts")
+    if isinstance(experts, int) and not isinstance(experts, bool) and experts > 0:
+        said.append(f"n_routed_experts: {experts}")
+    return tuple(said)
 
 
 def parse_target_config(config: dict, where: Path) -> TargetConfig:
@@ -180,4 +198,5 @@ def parse_target_config(config: dict, where: Path) -> TargetConfig:
         max_position_embeddings=_int(text, "max_position_embeddings", where),
         rope_theta=_num(text, "rope_theta", where),
         rope_scaling=_dict(text, "rope_scaling", where),
+        mtp_layers=_int(text, "num_nextn_predict_layers", where),
     )

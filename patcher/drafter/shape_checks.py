@@ -10,6 +10,8 @@ from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import DrafterConfig, TargetConfig
 from patcher.drafter.findings import Finding, hint, ok, problem
 from patcher.drafter.key_names import decoder_key, strip_model
+from patcher.drafter.release_checks import MLA_DRAFTERS
+from patcher.release.release import Release
 
 _TORCH_DTYPES = {"bfloat16": "BF16", "float16": "F16", "half": "F16", "float32": "F32", "float": "F32"}
 
@@ -148,3 +150,27 @@ def check_dtype(ckpt: Checkpoint, d: DrafterConfig) -> list[Finding]:
     if not out and dtypes:
         out.append(ok("dtype", f"weights are {dtypes[0]}"))
     return out
+
+
+def check_mlp(ckpt: Checkpoint, d: DrafterConfig, engine: Release | None) -> list[Finding]:
+    """A mixture-of-experts MLP (TorchSpec's ``use_moe``): no engine builds one for an EAGLE-3
+    drafter. Every release's Llama and MLA drafter classes build a dense MLP and read neither key
+    (tests/test_drafter_release.py reads the model files of every release); the expert tensors
+    then have no parameter, and what the loader does with a tensor it has no parameter for is the
+    engine's rule (``switch_weights``): refused at load, or dropped with the dense MLP left random."""
+    if not d.moe:
+        return []
+    experts = [k for k in ckpt.tensors if ".mlp.experts." in k or ".mlp.gate." in k or ".mlp.shared_experts." in k]
+    said = ", ".join(d.moe)
+    built = "a dense MLP (its EAGLE-3 drafter classes read neither use_moe nor n_routed_experts)"
+    if engine is None or engine.version is None:
+        what = f"the engines build {built}"
+    else:
+        drafter_class = "mla" if any(a in MLA_DRAFTERS for a in d.architectures) else "llama"
+        outcome, why = facts.reading(engine).switch_weights(engine, "use_moe", drafter_class, "layers.0.mlp.experts.")
+        after = ("the load stops" if outcome == facts.REFUSED else
+                 "the load goes on and the dense MLP keeps its random initial weights")
+        what = f"{engine.label()} builds {built}; of the {len(experts)} expert tensor(s), {why}: {after}"
+    return [problem("shape.mlp", f"the drafter was trained with a mixture-of-experts MLP ({said}), and {what}",
+                    wanted="a dense MLP (TorchSpec: use_moe false)", found=said,
+                    hint="no engine release runs a MoE EAGLE-3 drafter: retrain it with a dense MLP")]

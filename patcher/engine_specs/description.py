@@ -135,6 +135,20 @@ class Launch:
     # the option's JSON value (None: the value is the method); whether the parser upper-cases it.
     method_option: tuple[str, str | None, bool]
     eagle_methods: tuple[str, str]  # EAGLE and EAGLE-3, as that parser reads them
+    # The release's own parser, run in the engine's interpreter (patcher.release.release_parser):
+    # the script beside this module that builds it as the server's entry point does, and the
+    # options doctor reads, by the parser's dest, each with the one spelling doctor rewrites it to.
+    parser_child: str
+    read: dict[str, str]
+    # Without the release's parser (it does not import): option names that may be aliases of an
+    # option doctor reads, beyond prefixes, dotted, --config and short forms (vLLM's --spec-*).
+    alias_prefixes: tuple[str, ...]
+    # Methods as the release resolves them after parsing (SGLang: NEXTN is EAGLE), whether EAGLE
+    # without a draft model is the target's own MTP (SGLang sets the draft to the target for
+    # DeepSeek-V3 targets), and the files whose Literal types name the release's *_mtp methods.
+    method_aliases: dict[str, str]
+    eagle_without_drafter_is_mtp: bool
+    mtp_declarations: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,20 @@ SPEC = EngineSpec(
         checks=("fused-allreduce", "two-batch-overlap"),
         method_option=("--speculative-algorithm", None, True),  # SpeculativeAlgorithm.from_string upper-cases
         eagle_methods=("EAGLE", "EAGLE3"),
+        parser_child="sglang_parser_child.py",
+        # ServerArgs fields, as prepare_server_args parses them
+        read={"model_path": "--model-path", "tp_size": "--tp-size", "pp_size": "--pp-size",
+              "speculative_algorithm": "--speculative-algorithm",
+              "speculative_draft_model_path": "--speculative-draft-model-path",
+              "enable_flashinfer_allreduce_fusion": "--enable-flashinfer-allreduce-fusion",
+              "enforce_disable_flashinfer_allreduce_fusion": "--enforce-disable-flashinfer-allreduce-fusion",
+              "enable_two_batch_overlap": "--enable-two-batch-overlap", "enable_dp_attention": "--enable-dp-attention"},
+        alias_prefixes=(),
+        # ServerArgs._handle_speculative_decoding: NEXTN becomes EAGLE, and EAGLE without a draft model
+        # on a DeepSeek-V3 target takes the target itself (its NextN layer) as the draft
+        method_aliases={"NEXTN": "EAGLE"},
+        eagle_without_drafter_is_mtp=True,
+        mtp_declarations=(),
     ),
     env_declarations=("sglang/srt/environ.py", "environ"),
     env_vars=("SGLANG_ENABLE_SPEC_V2",),

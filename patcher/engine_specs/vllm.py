@@ -100,6 +100,15 @@ SPEC = EngineSpec(
         checks=("model-runner",),
         method_option=("--speculative-config", "method", False),  # SpeculativeConfig.method: a Literal
         eagle_methods=("eagle", "eagle3"),
+        parser_child="vllm_parser_child.py",
+        # EngineArgs fields; speculative_config holds what --spec-method/--spec-model/--spec-tokens
+        # merged into it (create_speculative_config), as the release merges them
+        read={"model": "--model", "tensor_parallel_size": "--tensor-parallel-size",
+              "pipeline_parallel_size": "--pipeline-parallel-size", "speculative_config": "--speculative-config"},
+        alias_prefixes=("--spec-", "--spec_"),
+        method_aliases={},  # SpeculativeConfig maps every *_mtp method to "mtp" itself
+        eagle_without_drafter_is_mtp=False,
+        mtp_declarations=("vllm/config/speculative.py", "vllm/config.py"),  # MTPModelTypes / SpeculativeMethod
     ),
     env_declarations=("vllm/envs.py", "getenv"),
     env_vars=("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ALLREDUCE_USE_FLASHINFER"),

@@ -20,16 +20,18 @@ from patcher.core.plan import State
 from patcher.drafter.checkpoint import read_checkpoint, read_config
 from patcher.drafter.checks import check_drafter
 from patcher.drafter.configs import TargetConfig, parse_drafter_config, parse_target_config
-from patcher.drafter.findings import PROBLEM, UNKNOWN, Finding, hint, ok, problem, unknown
+from patcher.drafter.findings import PROBLEM, UNKNOWN, Finding, ok, problem
 from patcher.errors import NotInstalled, PatcherError
 from patcher.installed import engines
 from patcher.installer import actions
-from patcher.launch import launch_checks
-from patcher.release import launch_facts
-from patcher.release.launch_command import LaunchCommand, effective_env, speculative_method
+from patcher.launch import command_checks, launch_checks
+from patcher.release import launch_facts, release_parser
+from patcher.release.launch_command import LaunchCommand, effective_env
 from patcher.release.release import Release, from_install, located_by
 
 SCHEMA = "patcher.doctor/1"
+GO, NO_GO, CANNOT_TELL = "go", "no-go", "cannot tell"
+EXIT = {GO: 0, NO_GO: 1, CANNOT_TELL: 3}  # 2 is usage (README, docs/reference.md)
 
 
 @dataclass
@@ -59,8 +61,23 @@ class DoctorReport:
         return [self.release.apply_command()] if todo else []
 
     @property
+    def parsed_by(self) -> str:
+        """Who read the command line: "release" (its own parser) or "spellings" (doctor's, where
+        the release's parser does not import)."""
+        line = next((f for f in self.launch if f.code == "launch.parse"), None)
+        return "release" if line is not None and line.level in ("ok", "problem") else "spellings"
+
+    @property
+    def verdict(self) -> str:
+        """go: every line proven; no-go: a reason is proven (verify's, or a problem); cannot tell:
+        no problem, but a line doctor could not read as the release reads it (unknown)."""
+        if self.verify.reasons(False) or any(f.level == PROBLEM for f in self.findings()):
+            return NO_GO
+        return CANNOT_TELL if any(f.level == UNKNOWN for f in self.findings()) else GO
+
+    @property
     def exit_code(self) -> int:
-        return 1 if self.reasons() else 0
+        return EXIT[self.verdict]
 
 
 def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None = None,
@@ -87,27 +104,31 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     by = f" (located by {python}, the command's interpreter)" if python and python == cmd.python else ""
     launch.insert(0, ok("launch.engine", f"the command starts {cmd.engine}; {release.label()} is installed at "
                                          f"{install.site}{by}"))
+    env = effective_env(cmd, environ)
+    variables = launch_facts.env_vars(cmd.engine, install.site)
+    cmd, reading = release_parser.read(cmd, install)
+    launch.append(command_checks.reading_finding(reading, release))
+    if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs
+        return DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
+                            launch, probes=probes)
     if cmd.entry == "sglang serve" and install.version < launch_facts.SGLANG_SERVE_SINCE:
         launch.append(problem("launch.entry", f"{release.label()} has no 'sglang serve' (from "
                               f"{launch_facts.SGLANG_SERVE_SINCE}): the command does not start",
                               wanted="python -m sglang.launch_server ...", found="sglang serve"))
-    env = effective_env(cmd, environ)
-    variables = launch_facts.env_vars(cmd.engine, install.site)
-    launch += launch_checks.env_findings(variables, env, cmd)
-    launch += launch_checks.path_findings(cmd)
-    if cmd.values("--config"):
-        launch.append(hint("launch.config", f"options in --config {cmd.values('--config')[-1]} are not read here: "
-                           "doctor judges only what the command line says",
-                           hint="put the options doctor reads (model, drafter, TP, speculative flags) on the line"))
-    target = _target_config(cmd, launch)
+    launch += launch_checks.env_findings(variables, env, cmd, install.site)
+    unreadable: list[Finding] = []
+    target = _target_config(cmd, unreadable)
+    method = command_checks.method_of(release, cmd, target)
+    launch += command_checks.path_findings(cmd, method) + unreadable
     if cmd.tp_text is not None:
         launch.append(problem("launch.tp", f"the tensor-parallel size {cmd.tp_text!r} is not a whole number: "
                               "the server stops at argument parsing", wanted="e.g. --tp 8", found=cmd.tp_text))
+    launch += method.findings
     for check in engine_specs.spec(cmd.engine).launch.checks:
         launch += ENGINE_CHECKS[check](release, cmd, target, env, variables)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                        launch, target_config=target, probes=probes)
-    doc.drafter = _drafter_findings(cmd, release, target)
+    doc.drafter = _drafter_findings(cmd, release, target) if method.kind == command_checks.EAGLE else []
     return doc
 
 
@@ -152,17 +173,7 @@ def _target_config(cmd: LaunchCommand, launch: list[Finding]) -> TargetConfig | 
         return None
 
 
-# Speculative methods whose draft models this check has read nothing about: judged as what they are,
-# which here is "not checked", never as an EAGLE-3 launch with EAGLE-3's reasons.
-UNCHECKED_METHODS = ("DFLASH", "DSPARK")
-
-
 def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig | None) -> list[Finding]:
-    method = speculative_method(cmd)
-    if method in UNCHECKED_METHODS:
-        return [unknown("flags.algorithm", f"speculative method {method}: doctor checks EAGLE-3 launches, and has "
-                        f"read nothing of what {release.label()} does with a {method} drafter; neither the drafter "
-                        "nor what the target feeds it is checked", found=method)]
     if cmd.drafter is None or not Path(cmd.drafter).expanduser().is_dir():
         return []  # launch_checks.path_findings said why
     folder = Path(cmd.drafter).expanduser()

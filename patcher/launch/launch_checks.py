@@ -8,21 +8,31 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patcher import engine_specs
 from patcher.core.plan import State
 from patcher.drafter.configs import TargetConfig
 from patcher.drafter.findings import Finding, hint, ok, problem
 from patcher.release import launch_facts
-from patcher.release.launch_command import LaunchCommand, method_given, speculative_method
+from patcher.release.launch_command import LaunchCommand, speculative_method
 from patcher.release.release import Release
 
 
 def env_findings(variables: dict[str, launch_facts.EnvVar], env: dict[str, str],
-                  cmd: LaunchCommand) -> list[Finding]:
+                 cmd: LaunchCommand, site: Path | None = None) -> list[Finding]:
     out = []
     for name, var in variables.items():
         code = f"env.{name}"
         given = "in the command" if name in cmd.env else "in the environment"
+        parsed = launch_facts.env_parsed(cmd.engine, site, name, env) if name in env and var.read else None
+        if parsed is not None and parsed.raises:
+            out.append(problem(code, f"{name}={env[name]} ({given}): {parsed.how}, and that raises "
+                               f"{parsed.raises}: the server stops at start-up", wanted=parsed.wanted,
+                               found=f"{name}={env[name]}", hint=f"set {name} to {parsed.wanted}, or unset it"))
+            continue
+        if parsed is not None and parsed.ignored:
+            out.append(hint(code, f"{name}={env[name]} ({given}): {parsed.how}, which ignores it with a warning "
+                            f"({parsed.ignored}) and uses the default {var.default!r}", wanted=parsed.wanted,
+                            found=f"{name}={env[name]}"))
+            continue
         if var.only is not None:  # the one value start-up accepts; launch.runner says what any other does
             if name not in env:
                 out.append(ok(code, f"{name} is not set: the release has one model runner and start-up checks it"))
@@ -44,57 +54,13 @@ def env_findings(variables: dict[str, launch_facts.EnvVar], env: dict[str, str],
     return out
 
 
-def _looks_like_hub_id(value: str) -> bool:
-    """``org/name``: vLLM and SGLang download it from the Hugging Face Hub."""
-    parts = value.split("/")
-    return len(parts) == 2 and all(parts) and not value.startswith((".", "~"))
-
-
-def path_findings(cmd: LaunchCommand) -> list[Finding]:
-    out = []
-    for code, what, value in (("launch.target", "target", cmd.target), ("launch.drafter", "drafter", cmd.drafter)):
-        if value is None:
-            if what == "target":
-                out.append(problem(code, "the command names no model", wanted="--model-path T (SGLang), "
-                                   "vllm serve T or --model T (vLLM)", found="(absent)"))
-            elif _speculative_flag(cmd):
-                out.append(problem(code, f"{_speculative_flag(cmd)} without a drafter path: the EAGLE-3 launch "
-                                   "has no draft model", wanted="--speculative-draft-model-path D (SGLang), "
-                                   '"model": "D" in --speculative-config (vLLM)', found="(absent)"))
-            else:
-                out.append(hint(code, "the command names no drafter: speculative decoding is off, nothing of "
-                                "EAGLE-3 is checked", wanted="--speculative-draft-model-path D (SGLang), "
-                                '--speculative-config \'{"method": "eagle3", "model": "D", ...}\' (vLLM)'))
-            continue
-        path = Path(value).expanduser()
-        if path.is_dir():
-            out.append(ok(code, f"{what} folder {value} exists"))
-        elif path.exists():
-            out.append(problem(code, f"the {what} {value} is a file, not a model folder", wanted="a folder with "
-                               "config.json", found="a file"))
-        elif _looks_like_hub_id(value):
-            out.append(hint(code, f"the {what} {value} is not a local folder: the engine will fetch it from the "
-                            f"Hugging Face Hub; doctor reads no network, so its config was not checked",
-                            hint=f"download it and pass the local folder to check the {what}"))
-        else:
-            out.append(problem(code, f"the {what} folder {value} does not exist: the server stops at load",
-                               wanted="an existing folder", found="missing"))
-    return out
-
-
-def _speculative_flag(cmd: LaunchCommand) -> str:
-    """The EAGLE option the command gives, as written; empty when none (or another method, e.g.
-    ngram, which needs no draft model)."""
-    launch = engine_specs.spec(cmd.engine).launch
-    given = method_given(list(cmd.argv), cmd.engine)
-    if given is None or given[1] not in launch.eagle_methods:
-        return ""  # a JSON that does not parse: the drafter check's flags.speculative_config says so
-    return f"{launch.method_option[0]} {given[0]}"
-
-
 def runner_findings(release: Release, env: dict[str, str], variables: dict[str, launch_facts.EnvVar],
                      target: TargetConfig | None, cmd: LaunchCommand) -> list[Finding]:
     assert release.version is not None
+    parsed = launch_facts.env_parsed(cmd.engine, release.site, launch_facts.V2_RUNNER_ENV, env) \
+        if launch_facts.V2_RUNNER_ENV in env else None
+    if parsed is not None and parsed.raises:
+        return []  # the server stops at start-up on the value (env.* says so): no runner runs
     runner = launch_facts.vllm_runner(release.version, env, variables.get(launch_facts.V2_RUNNER_ENV),
                                       target.architectures if target is not None else None,
                                       eagle3_pp=cmd.drafter is not None and (cmd.pp or 1) > 1,

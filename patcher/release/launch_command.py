@@ -42,6 +42,7 @@ class LaunchCommand:
     tp_text: str | None = None  # as written, when it is not a whole number
     python: str | None = None  # the interpreter the command names by path (/venv/bin/python, /venv/bin/vllm)
     pp: int | None = None  # pipeline-parallel size; None: not given (1)
+    model_tag: str | None = None  # ``vllm serve MODEL``'s positional, as written (not in argv)
 
     @property
     def flags(self) -> str:
@@ -109,6 +110,16 @@ def parse(command: list[str]) -> LaunchCommand:
         raise LaunchUsageError("the command after '--' is not a vLLM or SGLang server launch", wanted=wanted,
                                found=shlex.join(words)[:120],
                                hint="pass the exact line that starts the server, after '--'")
+    return _build(engine, entry, argv, positional, command, env, _interpreter(words[0]))
+
+
+def with_argv(cmd: LaunchCommand, argv: list[str]) -> LaunchCommand:
+    """The same launch with the engine's arguments replaced (as the release's parser read them)."""
+    return _build(cmd.engine, cmd.entry, argv, None, list(cmd.command), cmd.env, cmd.python)
+
+
+def _build(engine: str, entry: str, argv: list[str], positional: str | None, command: list[str],
+           env: dict[str, str], python: str | None) -> LaunchCommand:
     spell = _SPELLINGS[engine]
     models = _values(argv, _expand(engine, spell["model"]))
     # `vllm serve T --model X` serves T: the CLI copies model_tag over --model.
@@ -123,8 +134,8 @@ def parse(command: list[str]) -> LaunchCommand:
     drafter = _drafter(engine, argv)
     pp_values = _values(argv, _expand(engine, spell["pp"]))
     pp = int(pp_values[-1]) if pp_values and pp_values[-1].isdigit() else None
-    return LaunchCommand(engine, entry, tuple(argv), tuple(command), env, target, drafter, tp, tp_text,
-                         _interpreter(words[0]), pp)
+    return LaunchCommand(engine, entry, tuple(argv), tuple(command), dict(env), target, drafter, tp, tp_text,
+                         python, pp, positional)
 
 
 def _interpreter(word: str) -> str | None:

@@ -173,6 +173,122 @@ def _is_getenv(func: ast.expr) -> bool:
             and func.value.attr == "environ")
 
 
+# Environment values as the release parses them ------------------------------------------------
+
+@dataclass(frozen=True)
+class EnvParsed:
+    how: str  # how the release parses the variable, in words
+    wanted: str  # the values it takes
+    raises: str = ""  # the exception the release raises on this value (the server stops)
+    ignored: str = ""  # the warning with which it falls back to its default
+
+
+def env_parsed(engine: str, site: Path | None, name: str, env: dict[str, str]) -> EnvParsed | None:
+    """The release's own parsing of ``env[name]``, run on the value: vLLM's envs.py entry (its
+    lambda, with the module's own helper functions), SGLang's EnvField subclass ``parse`` (a
+    ValueError there is a warning and the default). None: the declaration could not be run here,
+    the value is then judged as before."""
+    if site is None:
+        return None
+    path, style = engine_specs.spec(engine).env_declarations
+    tree = _parse(site / path)
+    if tree is None:
+        return None
+    ns = _definitions(tree, env)
+    if style == "getenv":
+        entry = _dict_entry(tree, name)
+        if entry is None or ns is None:
+            return None
+        how = f"{path} reads it as {ast.unparse(entry)[len('lambda: '):][:80]}"
+        try:
+            eval(compile(ast.Expression(entry), str(site / path), "eval"), ns)()
+        except (ValueError, TypeError) as exc:
+            return EnvParsed(how, "0 or 1", raises=f"{type(exc).__name__}: {exc}")
+        except Exception:
+            return None
+        return EnvParsed(how, "0 or 1")
+    field = _envs_field(tree, name)
+    if field is None or ns is None or field not in ns:
+        return None
+    how = f"{path} declares it {field}"
+    try:
+        ns[field].parse(ns[field], env[name])
+    except ValueError as exc:
+        return EnvParsed(how, "a value its parse takes", ignored=str(exc))
+    except Exception:
+        return None
+    return EnvParsed(how, "a value its parse takes")
+
+
+def _definitions(tree: ast.Module, env: dict[str, str]) -> dict | None:
+    """The module's functions and classes, with its standard-library imports and an ``os`` whose
+    environment is ``env``: enough to run an envs.py entry, never the module's own side effects."""
+    import os as real_os
+    import sys
+    import types
+
+    fake_os = types.ModuleType("os")
+    fake_os.__dict__.update(real_os.__dict__)
+    vars(fake_os).update(environ=dict(env), getenv=lambda k, d=None: env.get(k, d))
+    body: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            roots = [a.name.split(".")[0] for a in node.names] if isinstance(node, ast.Import) else \
+                [(node.module or "").split(".")[0]]
+            if all(r in sys.stdlib_module_names and r != "os" for r in roots) and getattr(node, "level", 0) == 0:
+                body.append(node)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not (
+                isinstance(node, ast.ClassDef) and node.name == "Envs"):
+            body.append(node)
+    ns: dict = {"os": fake_os, "__name__": "kimi_patcher_envs"}
+    try:
+        exec(compile(ast.Module(body=body, type_ignores=[]), "<envs definitions>", "exec"), ns)
+    except Exception:
+        return None
+    return ns
+
+
+def _dict_entry(tree: ast.Module, name: str) -> ast.Lambda | None:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and key.value == name and isinstance(value, ast.Lambda):
+                    return value
+    return None
+
+
+def _envs_field(tree: ast.Module, name: str) -> str | None:
+    """The EnvField class SGLang's ``class Envs`` declares ``name`` with (``EnvBool``...)."""
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Envs"):
+        for node in cls.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets) \
+                    and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name):
+                return node.value.func.id
+    return None
+
+
+# The methods that draft with the target's own multi-token-prediction layers --------------------
+
+# Targets whose MTP layers both engines load as the draft (vLLM's deepseek_mtp; SGLang sets the
+# draft model to the target for them in every release: tests/test_launch_facts.py reads it).
+MTP_TARGETS = frozenset({"DeepseekV3ForCausalLM"})
+
+
+def mtp_methods(engine: str, site: Path | None) -> frozenset[str]:
+    """The *_mtp methods the release's Literal types name (vLLM's MTPModelTypes, or SpeculativeMethod
+    before it existed), and "mtp" itself where named."""
+    out: set[str] = set()
+    for rel in engine_specs.spec(engine).launch.mtp_declarations:
+        tree = _parse(site / rel) if site is not None else None
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id in ("MTPModelTypes", "SpeculativeMethod") for t in targets):
+                    out |= {c.value for c in ast.walk(node.value or node) if isinstance(c, ast.Constant)
+                            and isinstance(c.value, str) and (c.value == "mtp" or c.value.endswith("_mtp"))}
+    return frozenset(out)
+
+
 def env_true(value: str | None) -> bool:
     """vLLM reads these as ``bool(int(value))``."""
     try:

@@ -1,0 +1,139 @@
+"""What the command asks for, as the release reads it: how the line was read (the release's own
+parser, or doctor's exact spellings where it does not import) and which speculative method runs
+(``launch.parse``, ``flags.algorithm`` for methods doctor does not check, ``launch.mtp``), and
+whether the target and drafter it names exist (``launch.target``, ``launch.drafter``). ``doctor``
+asks ``method_of`` which checks apply: the drafter check runs for EAGLE and EAGLE-3 alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from patcher import engine_specs
+from patcher.drafter.configs import TargetConfig
+from patcher.drafter.findings import Finding, hint, ok, problem, unknown
+from patcher.release import launch_facts, release_parser
+from patcher.release.launch_command import LaunchCommand, method_given
+from patcher.release.release import Release
+
+# What a launch's speculative method is, as the release reads it --------------------------------
+
+EAGLE, MTP, NONE, OTHER = "eagle", "mtp", "none", "other"
+
+
+@dataclass(frozen=True)
+class Method:
+    kind: str  # EAGLE (EAGLE or EAGLE-3 with a drafter: the drafter check judges it), MTP, NONE, OTHER
+    name: str | None  # as the release reads it (SGLang upper-cased); None: none, or unreadable JSON
+    written: str = ""  # the option's value as written
+    findings: tuple[Finding, ...] = ()
+
+
+def method_of(release: Release, cmd: LaunchCommand, target: TargetConfig | None) -> Method:
+    """Every method the release accepts is placed: EAGLE/EAGLE-3 go to the drafter check; the
+    release's multi-token-prediction methods (SGLang's NEXTN, and EAGLE without a draft model,
+    which the release turns into the same launch; vLLM's mtp and *_mtp) are judged on the
+    target's MTP layers; any other is outside what doctor checks: unknown, never go."""
+    launch = engine_specs.spec(cmd.engine).launch
+    given = method_given(list(cmd.argv), cmd.engine)
+    if given is None:
+        return Method(NONE, None)
+    written, name = given
+    if name is None:  # JSON that does not parse, or no "method": the drafter check says what vLLM does
+        return Method(EAGLE, None, written)
+    resolved = launch.method_aliases.get(name, name)
+    mtp = launch_facts.mtp_methods(cmd.engine, release.site)
+    eagle_as_mtp = resolved == launch.eagle_methods[0] and cmd.drafter is None and launch.eagle_without_drafter_is_mtp
+    if name in mtp or resolved in mtp or eagle_as_mtp:
+        return Method(MTP, name, written, tuple(_mtp_findings(release, cmd, name, eagle_as_mtp, target)))
+    if resolved in launch.eagle_methods:
+        return Method(EAGLE, resolved, written)
+    return Method(OTHER, name, written, (unknown(
+        "flags.algorithm", f"speculative method {name}: doctor checks EAGLE-3 and MTP launches, and has read "
+        f"nothing of what {release.label()} does with a {name} draft; neither the draft nor what the target "
+        "feeds it is checked", found=name),))
+
+
+def _mtp_findings(release: Release, cmd: LaunchCommand, name: str, eagle_as_mtp: bool,
+                  target: TargetConfig | None) -> list[Finding]:
+    code = "launch.mtp"
+    how = (f"{name} without a draft model is the target's own multi-token prediction ({release.label()} sets the "
+           "draft model to the target for DeepSeek-V3 targets)" if eagle_as_mtp else
+           f"{name} drafts with the target's own multi-token-prediction layers")
+    if target is None:
+        return [unknown(code, f"{how}; the target's config was not read, so whether it has any is not known",
+                        hint="name the target's local folder in the command")]
+    layers = target.mtp_layers
+    arch = target.architectures[0] if target.architectures else "a target without architectures"
+    if not layers:
+        return [problem(code, f"{how}, and the target has none (num_nextn_predict_layers: "
+                        f"{layers if layers is not None else 'not set'}): the server stops at start-up",
+                        wanted="a target with MTP layers (DeepSeek-V3), or EAGLE-3 with a drafter",
+                        found=f"{arch}, no MTP layers",
+                        hint=f"use an EAGLE-3 drafter: {engine_specs.spec(cmd.engine).launch.eagle3_flags}")]
+    if arch in launch_facts.MTP_TARGETS:
+        return [ok(code, f"{how}: {arch} with {layers} MTP layer(s); nothing of EAGLE-3 applies")]
+    return [unknown(code, f"{how}: {arch} has {layers} MTP layer(s), and whether {release.label()} loads them "
+                    "for this architecture was not read", found=arch)]
+
+
+def reading_finding(reading: release_parser.Reading, release: Release) -> Finding:
+    """How the line was read: by the release's own parser, refused by it, or (where it does not
+    import) by doctor's exact spellings, with the tokens the release may read otherwise."""
+    label = release.label()
+    code = "launch.parse"
+    if reading.status == "parsed":
+        when = "cached answer" if reading.cached else f"{reading.seconds:.1f} s"
+        return ok(code, f"read by {label}'s own parser ({when})")
+    if reading.status == "rejected":
+        return problem(code, f"{label}'s own parser refuses the command: the server stops before it loads anything",
+                       wanted="a line the release's parser accepts", found=reading.error,
+                       hint="fix what the parser names ('--help' after the same command lists its options)")
+    where = "run doctor with --python of the environment that runs the server"
+    if reading.unsure:
+        return unknown(code, f"{label}'s own parser cannot run here ({reading.error}), and the line has "
+                       f"{' '.join(reading.unsure)}: an abbreviation, alias, dotted or --config form it may read "
+                       "otherwise than doctor's exact spellings", found=" ".join(reading.unsure),
+                       hint=f"{where}, or write each option in full")
+    return hint(code, f"read by the exact spellings doctor knows: {label}'s own parser cannot run here "
+                f"({reading.error}); every option doctor reads is written in full", hint=where)
+
+
+def _looks_like_hub_id(value: str) -> bool:
+    """``org/name``: vLLM and SGLang download it from the Hugging Face Hub."""
+    parts = value.split("/")
+    return len(parts) == 2 and all(parts) and not value.startswith((".", "~"))
+
+
+def path_findings(cmd: LaunchCommand, method: Method) -> list[Finding]:
+    out = []
+    for code, what, value in (("launch.target", "target", cmd.target), ("launch.drafter", "drafter", cmd.drafter)):
+        if value is None:
+            if what == "target":
+                out.append(problem(code, "the command names no model", wanted="--model-path T (SGLang), "
+                                   "vllm serve T or --model T (vLLM)", found="(absent)"))
+            elif method.kind == EAGLE and method.name is not None:
+                flag = engine_specs.spec(cmd.engine).launch.method_option[0]
+                out.append(problem(code, f"{flag} {method.written} without a drafter path: the EAGLE-3 launch "
+                                   "has no draft model", wanted="--speculative-draft-model-path D (SGLang), "
+                                   '"model": "D" in --speculative-config (vLLM)', found="(absent)"))
+            elif method.kind == NONE:
+                out.append(hint(code, "the command names no drafter: speculative decoding is off, nothing of "
+                                "EAGLE-3 is checked", wanted="--speculative-draft-model-path D (SGLang), "
+                                '--speculative-config \'{"method": "eagle3", "model": "D", ...}\' (vLLM)'))
+            continue  # MTP and other methods: their own line says what drafts
+        path = Path(value).expanduser()
+        if path.is_dir():
+            out.append(ok(code, f"{what} folder {value} exists"))
+        elif path.exists():
+            out.append(problem(code, f"the {what} {value} is a file, not a model folder", wanted="a folder with "
+                               "config.json", found="a file"))
+        elif _looks_like_hub_id(value):
+            out.append(hint(code, f"the {what} {value} is not a local folder: the engine will fetch it from the "
+                            f"Hugging Face Hub; doctor reads no network, so its config was not checked",
+                            hint=f"download it and pass the local folder to check the {what}"))
+        else:
+            out.append(problem(code, f"the {what} folder {value} does not exist: the server stops at load",
+                               wanted="an existing folder", found="missing"))
+    return out

@@ -1,0 +1,212 @@
+"""A server command read by the release's own parser, in the engine's own interpreter.
+
+``doctor`` must read a launch line exactly as the release will: argparse's unique prefixes
+(``--speculative-algo``), vLLM's ``-sc``, ``--spec-*``, dotted and underscore forms, ``--config``
+files on both engines, JSON values, choices. Any approximation of two engines' parsers drifts
+(issue 46: 23 false "go" in 51 launch shapes), so the release's parser itself runs, as the
+probes do: the script ``engine_specs/<engine>_parser_child.py`` is sent to the interpreter that
+has the engine (``--python``, the command's own, or ours with ``--site`` on the path), builds
+the parser the way the server's entry point does and reports the values of the options doctor
+reads, or the parser's own error. The answer is cached per release files, command line,
+working directory and ``--config`` file contents (``~/.cache/kimi-patcher/launch``), so a
+second ``doctor`` on the same line answers without importing the engine.
+
+Where the engine does not import (a build stage without its dependencies, a bare ``--site``
+tree) nothing of the release can parse the line. The line is then read by the exact spellings
+the engine module lists, and every token that the release's parser could read otherwise than
+those spellings do (an abbreviation of an option doctor reads, a dotted or ``--config`` form, a
+short alias, an alias family the module names) is listed as ``unsure``: doctor says it cannot
+tell, never go or no-go on a guess. Why not read the option table statically: both engines
+generate most options from dataclass fields at run time (vLLM's ``EngineArgs``, SGLang 0.5.20's
+``arg_groups``), so a reader of their files would be a third parser to drift.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from patcher import engine_specs
+from patcher.installed.engines import Install
+from patcher.release import launch_command
+from patcher.release.launch_command import LaunchCommand
+
+MARK = "@@kimi-patcher-parse@@ "
+STATUSES = ("parsed", "rejected", "unavailable")
+CACHE = Path(os.environ.get("KIMI_PATCHER_CACHE", Path.home() / ".cache" / "kimi-patcher")) / "launch"
+TIMEOUT = 180.0  # a cold import of vLLM's CLI on a loaded 2-core machine takes 10-40 s
+_UNAVAILABLE: dict[tuple[str, str], str] = {}  # (python, site) -> why the parser does not import there
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a launch line was read."""
+
+    by: str  # "release": its own parser ran; "spellings": it cannot run here, doctor's exact spellings read it
+    status: str  # parsed | rejected (the release's parser refuses the line) | unavailable
+    error: str = ""  # the parser's message (rejected), or why it cannot run here (unavailable)
+    unsure: tuple[str, ...] = ()  # by "spellings": tokens the release may read otherwise
+    seconds: float = 0.0
+    cached: bool = False
+
+
+def read(cmd: LaunchCommand, install: Install) -> tuple[LaunchCommand, Reading]:
+    """The command as the release reads it (its options rewritten in their canonical spellings,
+    the values the release's parser gave), and how it was read."""
+    spec = engine_specs.spec(cmd.engine)
+    python = install.python or sys.executable
+    where = (python, "" if install.python else str(install.site))
+    t0 = time.monotonic()
+    got: dict
+    if where in _UNAVAILABLE:
+        got, cached = {"status": "unavailable", "error": _UNAVAILABLE[where]}, True
+    else:
+        got, cached = _parsed(cmd, install, python)
+    seconds = time.monotonic() - t0
+    if got["status"] == "unavailable":
+        _UNAVAILABLE[where] = got["error"]
+        return cmd, Reading("spellings", "unavailable", got["error"], unsure(cmd), seconds, cached)
+    if got["status"] == "rejected":
+        return cmd, Reading("release", "rejected", got["error"], (), seconds, cached)
+    values = got["values"]
+    assert isinstance(values, dict)  # _valid
+    argv = canonical(spec.launch.read, values)
+    return launch_command.with_argv(cmd, argv), Reading("release", "parsed", "", (), seconds, cached)
+
+
+def canonical(read_as: dict[str, str], values: dict) -> list[str]:
+    """The options doctor reads, each in its one spelling, with the value the release parsed."""
+    out: list[str] = []
+    for dest, option in read_as.items():
+        value = values.get(dest)
+        if value is None or value is False:
+            continue
+        if value is True:
+            out.append(option)
+        elif isinstance(value, (dict, list)):
+            out += [option, json.dumps(value)]
+        else:
+            out += [option, str(value)]
+    return out
+
+
+def unsure(cmd: LaunchCommand) -> tuple[str, ...]:
+    """Tokens that the release's parser may read otherwise than doctor's exact spellings do."""
+    launch = engine_specs.spec(cmd.engine).launch
+    known = {s for spellings in launch.spellings.values() for s in spellings} | set(launch.read.values())
+    out = []
+    for token in cmd.argv:
+        if not token.startswith("-") or token == "-" or token[1:2].isdigit():
+            continue  # a value, or a negative number
+        name = token.split("=", 1)[0]
+        if launch.dashes_or_underscores and name.startswith("--"):
+            name = "--" + name[2:].replace("_", "-")
+        if name in known:
+            continue
+        why = (name == "--config" or (name.startswith("--") and "." in name)
+               or not name.startswith("--")  # a short option doctor does not know: an alias, maybe
+               or any(k.startswith(name) for k in known)  # argparse takes a unique prefix
+               or name.startswith(launch.alias_prefixes)
+               or "--" + name[2:].replace("_", "-") in known)
+        if why:
+            out.append(token)
+    return tuple(out)
+
+
+def _parsed(cmd: LaunchCommand, install: Install, python: str) -> tuple[dict, bool]:
+    spec = engine_specs.spec(cmd.engine)
+    argv = [cmd.model_tag, *cmd.argv] if cmd.model_tag is not None else list(cmd.argv)
+    req = {"argv": argv, "entry": "serve" if cmd.entry.endswith(" serve") else "module",
+           "dests": list(spec.launch.read)}
+    key = _key(cmd.engine, req, install, python)
+    path = CACHE / f"{key}.json"
+    got = _valid(_load(path))
+    if got is not None:
+        return got, True
+    got = _run(python, install, spec.launch.parser_child, req)
+    if got["status"] != "unavailable":
+        _store(path, got)
+    return got, False
+
+
+def _run(python: str, install: Install, child: str, req: dict) -> dict:
+    script = (Path(engine_specs.__file__).with_name(child)).read_text()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
+    if not install.python:  # --site: ours, with the site first on the path (as the probes run)
+        env["PYTHONPATH"] = os.pathsep.join([str(install.site), *filter(None, [env.get("PYTHONPATH")])])
+    try:
+        proc = subprocess.run([python, "-c", script, json.dumps(req)], capture_output=True, text=True,
+                              timeout=TIMEOUT, env=env, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"status": "unavailable", "error": f"the parser did not answer in {TIMEOUT:.0f} s"}
+    except OSError as exc:
+        return {"status": "unavailable", "error": f"cannot start {python}: {exc.strerror or exc}"}
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(MARK)), None)
+    try:
+        got = _valid(json.loads(line[len(MARK):])) if line else None
+    except ValueError:
+        got = None
+    if got is None:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return {"status": "unavailable", "error": f"the parser's interpreter exited {proc.returncode}: {last}"}
+    return got
+
+
+def _valid(got: object) -> dict | None:
+    """The child's answer (or a cache file), or None when it is not the shape the child writes."""
+    if not isinstance(got, dict) or got.get("status") not in STATUSES:
+        return None
+    if got["status"] == "parsed" and not isinstance(got.get("values"), dict):
+        return None
+    if got["status"] != "parsed" and not isinstance(got.get("error"), str):
+        return None
+    return got
+
+
+def _key(engine: str, req: dict, install: Install, python: str) -> str:
+    """The release's files as installed (path, size, mtime of every .py of its RECORD), the
+    interpreter, the request, the working directory and any --config file's bytes."""
+    h = hashlib.sha256(json.dumps([python, str(install.site), req, os.getcwd()]).encode())
+    for rel in sorted(r for r in install.record if r.endswith(".py")):
+        try:
+            st = (install.site / rel).stat()
+        except OSError:
+            continue
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    for value in launch_command.option_values(req["argv"], engine, "--config"):
+        try:
+            h.update(Path(value).expanduser().read_bytes())
+        except OSError:
+            h.update(b"\0unreadable")
+    return h.hexdigest()
+
+
+def _load(path: Path) -> object:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _store(path: Path, got: dict) -> None:
+    """Written whole or not at all; a cache that cannot be written only costs the next run time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
+            json.dump(got, tmp)
+        os.replace(tmp.name, path)
+    except OSError:
+        pass
+
+
+def forget() -> None:
+    """Drop what this process remembers of interpreters where the parser does not import (tests)."""
+    _UNAVAILABLE.clear()
+
