@@ -6,7 +6,8 @@ underscore forms, ``-sc`` and the ``--spec-*`` aliases where the release has the
 ``python -m vllm.entrypoints.openai.api_server`` does (``make_arg_parser``), parses the argv,
 and lets the release merge its speculative options (``EngineArgs.create_speculative_config`` on
 the parsed namespace, with ``SpeculativeConfig`` replaced by a recorder: the real one needs the
-target's config). Nothing is started. Prints one line: the marker, then JSON.
+target's config). Nothing is started. Prints one line per command line asked (several share
+one import): the marker, then JSON.
 
 Standard library and the engine only: it runs inside the engine's environment.
 """
@@ -15,6 +16,7 @@ import contextlib
 import inspect
 import io
 import json
+import re
 import sys
 
 MARK = "@@kimi-patcher-parse@@ "
@@ -41,20 +43,28 @@ def _cpu_platform_where_none():
         platforms.current_platform = CpuPlatform()
 
 
-def _parse(req):
+def _serve_parser(entry):
     import vllm.entrypoints.cli.serve as serve  # the serve subcommand: its parser and make_arg_parser
-    from vllm.engine import arg_utils
 
     _cpu_platform_where_none()
     flexible = serve.FlexibleArgumentParser
-    if req["entry"] == "serve":
+    if entry == "serve":
         top = flexible(prog="vllm")
-        serve.ServeSubcommand().subparser_init(top.add_subparsers(dest="subparser"))
-        args = top.parse_args(["serve", *req["argv"]])
+        return top, serve.ServeSubcommand().subparser_init(top.add_subparsers(dest="subparser"))
+    parser = serve.make_arg_parser(flexible())
+    return parser, parser
+
+
+def _parse(line):
+    from vllm.engine import arg_utils
+
+    top, _ = _serve_parser(line["entry"])
+    if line["entry"] == "serve":
+        args = top.parse_args(["serve", *line["argv"]])  # the top parser moves --model to the front
         if getattr(args, "model_tag", None) is not None:  # ServeSubcommand.cmd: the positional model wins
             args.model = args.model_tag
     else:
-        args = serve.make_arg_parser(flexible()).parse_args(req["argv"])
+        args = top.parse_args(line["argv"])
     recorded = {}
 
     def record(**kwargs):
@@ -64,19 +74,50 @@ def _parse(req):
     # EngineArgs.create_speculative_config run on the parsed namespace itself: the release's own
     # merge of --spec-* into --speculative-config (and its refusals), without building EngineArgs,
     # whose __post_init__ asks the platform for a device (none on a CPU-only build host).
+    real = arg_utils.SpeculativeConfig  # the parser of the next line is built from the real one
     arg_utils.SpeculativeConfig = record
     create = arg_utils.EngineArgs.create_speculative_config
     params = list(inspect.signature(create).parameters)[1:]
+    speculative = None
     try:
-        speculative = create(args, *[None] * len(params))
+        create(args, *[None] * len(params))
     except _Recorded:
         speculative = {k: v for k, v in recorded.items() if not k.startswith("target_")}
+    finally:
+        arg_utils.SpeculativeConfig = real
     return {
         "model": args.model,
         "tensor_parallel_size": args.tensor_parallel_size,
         "pipeline_parallel_size": args.pipeline_parallel_size,
-        "speculative_config": speculative or None,
+        "speculative_config": speculative,
     }
+
+
+def _table(entry):
+    """Every option string of the serve parser, and the ones of each dest (tests generate spellings)."""
+    _, parser = _serve_parser(entry)
+    dests = {}
+    for action in parser._actions:
+        dests.setdefault(action.dest, []).extend(action.option_strings)
+    return {"options": sorted(o for opts in dests.values() for o in opts), "dests": dests,
+            "abbrev": parser.allow_abbrev}
+
+
+def _one(line):
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return {"status": "parsed", "values": _parse(line)}
+    except SystemExit as exc:
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        return {"status": "rejected", "code": exc.code, "error": _plain((lines or [f"exit {exc.code}"])[-1])}
+    except Exception as exc:  # the release raises on the line (mutually exclusive options, a bad value)
+        return {"status": "rejected", "code": None, "error": _plain(f"{type(exc).__name__}: {exc}")}
+
+
+def _plain(text):
+    """Without memory addresses (``<function loads at 0x7f...>``): the same line reads the same."""
+    return re.sub(r" at 0x[0-9a-f]+", "", text)[:400]
 
 
 def main():
@@ -87,18 +128,11 @@ def main():
     except BaseException as exc:  # an import that fails in any way: the parser cannot run here
         _say(status="unavailable", error=f"{type(exc).__name__}: {exc}"[:300])
         return
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            values = _parse(req)
-    except SystemExit as exc:
-        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
-        _say(status="rejected", code=exc.code, error=(lines or ["exit " + str(exc.code)])[-1][:400])
-        return
-    except Exception as exc:  # the release raises on the line (mutually exclusive options, a bad value)
-        _say(status="rejected", code=None, error=f"{type(exc).__name__}: {exc}"[:400])
-        return
-    _say(status="parsed", values=values)
+    if req.get("table"):
+        with contextlib.redirect_stderr(io.StringIO()):
+            _say(status="table", **_table(req["table"]))
+    for line in req["lines"]:
+        _say(**_one(line))
 
 
 main()

@@ -31,6 +31,7 @@ from patcher.release.release import Release, from_install, located_by
 
 SCHEMA = "patcher.doctor/1"
 GO, NO_GO, CANNOT_TELL = "go", "no-go", "cannot tell"
+PARSE = "launch.parse"  # how the line was read (patcher.launch.command_checks.reading_finding)
 EXIT = {GO: 0, NO_GO: 1, CANNOT_TELL: 3}  # 2 is usage (README, docs/reference.md)
 
 
@@ -50,10 +51,19 @@ class DoctorReport:
         return self.launch + self.drafter
 
     def reasons(self) -> list[str]:
-        """Every reason for no-go, one phrase each: verify's, then each problem."""
+        """Every reason for no-go, one phrase each: verify's, then each problem. Where the line may
+        be read otherwise by the release (unsure), what was judged from it is no reason: only
+        verify's and the unsure reading itself."""
         out = list(self.verify.reasons(False))
-        out += [f"{f.code}: {f.message}" for f in self.findings() if f.level in (PROBLEM, UNKNOWN)]
-        return out
+        judged = [f for f in self.findings() if f.level in (PROBLEM, UNKNOWN)]
+        if self.unsure_reading:
+            judged = [f for f in judged if f.code == PARSE]
+        return out + [f"{f.code}: {f.message}" for f in judged]
+
+    @property
+    def unsure_reading(self) -> bool:
+        """The release's parser did not run, and the line has tokens it may read otherwise."""
+        return any(f.code == PARSE and f.level == UNKNOWN for f in self.launch)
 
     def next_steps(self) -> list[str]:
         """Commands that clear verify's reasons: apply, where families are pending or lost."""
@@ -64,14 +74,18 @@ class DoctorReport:
     def parsed_by(self) -> str:
         """Who read the command line: "release" (its own parser) or "spellings" (doctor's, where
         the release's parser does not import)."""
-        line = next((f for f in self.launch if f.code == "launch.parse"), None)
+        line = next((f for f in self.launch if f.code == PARSE), None)
         return "release" if line is not None and line.level in ("ok", "problem") else "spellings"
 
     @property
     def verdict(self) -> str:
         """go: every line proven; no-go: a reason is proven (verify's, or a problem); cannot tell:
         no problem, but a line doctor could not read as the release reads it (unknown)."""
-        if self.verify.reasons(False) or any(f.level == PROBLEM for f in self.findings()):
+        if self.verify.reasons(False):
+            return NO_GO
+        if self.unsure_reading:
+            return CANNOT_TELL  # a problem judged from a misread line would be a false no-go
+        if any(f.level == PROBLEM for f in self.findings()):
             return NO_GO
         return CANNOT_TELL if any(f.level == UNKNOWN for f in self.findings()) else GO
 

@@ -60,25 +60,63 @@ class Reading:
 def read(cmd: LaunchCommand, install: Install) -> tuple[LaunchCommand, Reading]:
     """The command as the release reads it (its options rewritten in their canonical spellings,
     the values the release's parser gave), and how it was read."""
-    spec = engine_specs.spec(cmd.engine)
+    return read_many([cmd], install)[0]
+
+
+def read_many(cmds: list[LaunchCommand], install: Install) -> list[tuple[LaunchCommand, Reading]]:
+    """``read`` for several lines of one engine: the ones not cached share one interpreter."""
     python = install.python or sys.executable
     where = (python, "" if install.python else str(install.site))
     t0 = time.monotonic()
-    got: dict
+    answers: list[dict | None] = [None] * len(cmds)
+    cached = [False] * len(cmds)
     if where in _UNAVAILABLE:
-        got, cached = {"status": "unavailable", "error": _UNAVAILABLE[where]}, True
+        answers = [{"status": "unavailable", "error": _UNAVAILABLE[where]} for _ in cmds]
+        cached = [True] * len(cmds)
     else:
-        got, cached = _parsed(cmd, install, python)
+        reqs = [_request(cmd) for cmd in cmds]
+        keys = [_key(cmd.engine, req, install, python) for cmd, req in zip(cmds, reqs)]
+        for i, key in enumerate(keys):
+            answers[i] = _valid(_load(CACHE / f"{key}.json"))
+            cached[i] = answers[i] is not None
+        todo = [i for i, got in enumerate(answers) if got is None]
+        if todo:
+            spec = engine_specs.spec(cmds[0].engine)
+            got = _run(python, install, spec.launch.parser_child,
+                       {"lines": [reqs[i] for i in todo], "dests": list(spec.launch.read)})
+            for i, one in zip(todo, got["lines"] if "lines" in got else [got] * len(todo)):
+                answers[i] = one
+                if one["status"] != "unavailable":
+                    _store(CACHE / f"{keys[i]}.json", one)
     seconds = time.monotonic() - t0
+    return [_reading(cmd, got, seconds, hit, where) for cmd, got, hit in zip(cmds, answers, cached)]
+
+
+def option_table(engine: str, install: Install, entry: str = "serve") -> dict | None:
+    """The option table of the release's parser, as the server's entry point builds it: every
+    option string (``options``), the option strings of each dest (``dests``), whether argparse takes
+    prefixes (``abbrev``); None where the parser does not import. Tests generate spellings from it."""
+    python = install.python or sys.executable
+    got = _run(python, install, engine_specs.spec(engine).launch.parser_child,
+               {"lines": [], "dests": [], "table": entry})
+    return got.get("table")
+
+
+def _reading(cmd: LaunchCommand, got: dict | None, seconds: float, cached: bool,
+             where: tuple[str, str]) -> tuple[LaunchCommand, Reading]:
+    assert got is not None
     if got["status"] == "unavailable":
         _UNAVAILABLE[where] = got["error"]
         return cmd, Reading("spellings", "unavailable", got["error"], unsure(cmd), seconds, cached)
     if got["status"] == "rejected":
         return cmd, Reading("release", "rejected", got["error"], (), seconds, cached)
-    values = got["values"]
-    assert isinstance(values, dict)  # _valid
-    argv = canonical(spec.launch.read, values)
+    argv = canonical(engine_specs.spec(cmd.engine).launch.read, got["values"])
     return launch_command.with_argv(cmd, argv), Reading("release", "parsed", "", (), seconds, cached)
+
+
+def _request(cmd: LaunchCommand) -> dict:
+    argv = [cmd.model_tag, *cmd.argv] if cmd.model_tag is not None else list(cmd.argv)
+    return {"argv": argv, "entry": "serve" if cmd.entry.endswith(" serve") else "module"}
 
 
 def canonical(read_as: dict[str, str], values: dict) -> list[str]:
@@ -120,23 +158,9 @@ def unsure(cmd: LaunchCommand) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _parsed(cmd: LaunchCommand, install: Install, python: str) -> tuple[dict, bool]:
-    spec = engine_specs.spec(cmd.engine)
-    argv = [cmd.model_tag, *cmd.argv] if cmd.model_tag is not None else list(cmd.argv)
-    req = {"argv": argv, "entry": "serve" if cmd.entry.endswith(" serve") else "module",
-           "dests": list(spec.launch.read)}
-    key = _key(cmd.engine, req, install, python)
-    path = CACHE / f"{key}.json"
-    got = _valid(_load(path))
-    if got is not None:
-        return got, True
-    got = _run(python, install, spec.launch.parser_child, req)
-    if got["status"] != "unavailable":
-        _store(path, got)
-    return got, False
-
-
 def _run(python: str, install: Install, child: str, req: dict) -> dict:
+    """The child's answers: {"lines": [one answer per line asked], "table": ...}, or one
+    "unavailable" answer for all when the parser does not import or the child dies."""
     script = (Path(engine_specs.__file__).with_name(child)).read_text()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
     if not install.python:  # --site: ours, with the site first on the path (as the probes run)
@@ -148,15 +172,21 @@ def _run(python: str, install: Install, child: str, req: dict) -> dict:
         return {"status": "unavailable", "error": f"the parser did not answer in {TIMEOUT:.0f} s"}
     except OSError as exc:
         return {"status": "unavailable", "error": f"cannot start {python}: {exc.strerror or exc}"}
-    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(MARK)), None)
-    try:
-        got = _valid(json.loads(line[len(MARK):])) if line else None
-    except ValueError:
-        got = None
-    if got is None:
+    said = []
+    for ln in proc.stdout.splitlines():
+        if ln.startswith(MARK):
+            try:
+                said.append(json.loads(ln[len(MARK):]))
+            except ValueError:
+                said.append(None)
+    if said and isinstance(said[0], dict) and said[0].get("status") == "unavailable" and _valid(said[0]):
+        return said[0]
+    table = said.pop(0) if said and isinstance(said[0], dict) and said[0].get("status") == "table" else None
+    lines = [_valid(one) for one in said]
+    if len(lines) != len(req["lines"]) or any(one is None for one in lines):
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
         return {"status": "unavailable", "error": f"the parser's interpreter exited {proc.returncode}: {last}"}
-    return got
+    return {"lines": lines, "table": table}
 
 
 def _valid(got: object) -> dict | None:

@@ -320,7 +320,8 @@ def kimi_target(root: Path, name: str = "kimi-k2.5", k25: bool = True) -> Path:
     """Kimi-K2.5 (multimodal wrapper, text_config) or Kimi-K2 (DeepseekV3ForCausalLM) config.json."""
     text = {"model_type": "kimi_k2", "hidden_size": KIMI_HIDDEN, "num_hidden_layers": KIMI_LAYERS,
             "vocab_size": KIMI_VOCAB, "max_position_embeddings": 262144, "rope_theta": KIMI_ROPE_THETA,
-            "rope_scaling": dict(KIMI_ROPE_SCALING), "num_attention_heads": 64}
+            "rope_scaling": dict(KIMI_ROPE_SCALING), "num_attention_heads": 64,
+            "num_nextn_predict_layers": 0}  # Kimi-K2/K2.5 ship no MTP layer
     config = ({"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25", "text_config": text}
               if k25 else {"architectures": ["DeepseekV3ForCausalLM"], **text})
     folder = root / name
