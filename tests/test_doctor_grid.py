@@ -64,6 +64,9 @@ PROVEN_BY = {
     "eagle31.norm_before_fc": ("tests.test_drafter_release", "test_vllm_eagle31_drafter_facts_match_every_release"),
     "eagle31.norm_output": ("tests.test_drafter_release", "test_vllm_eagle31_drafter_facts_match_every_release"),
     "eagle31.fc_norm": ("tests.test_drafter_release", "test_vllm_eagle31_drafter_facts_match_every_release"),
+    "launch.parse": ("tests.test_doctor_spellings",
+                     "test_every_spelling_the_release_accepts_is_judged_as_the_canonical_line"),
+    "launch.mtp": ("tests.test_launch_facts", "test_mtp_methods_and_targets_are_read_from_every_release"),
 }
 # Facts of the drafter's files and the target's config: the same whatever the release.
 FILE_FACTS = ("launch.target", "launch.drafter", "aux.layer_ids", "fc.shape", "vocab.d2t", "vocab.lm_head",
@@ -188,3 +191,70 @@ def test_every_named_proof_exists() -> None:
     for code, (module, test) in PROVEN_BY.items():
         mod = importlib.import_module(module)
         assert test is None or callable(getattr(mod, test, None)), f"{code}: {module}.{test} does not exist"
+
+
+def _sglang(target: Path, *rest: str) -> list[str]:
+    return ["python", "-m", "sglang.launch_server", "--model-path", str(target), *rest]
+
+
+def _vllm(target: Path, spec: dict | None, *rest: str) -> list[str]:
+    return ["vllm", "serve", str(target), *(["--speculative-config", json.dumps(spec)] if spec else []), *rest]
+
+
+def _classes(engine: str, root: Path) -> dict[str, tuple[list[str], str, dict[str, str]]]:
+    """Issue 46's classes, as launch lines: (line, the verdict, {code: level} that must be said).
+    The option-table class (prefixes, aliases, --config) is tests/test_doctor_spellings.py."""
+    k2, k25, v3 = rd.kimi_target(root, "k2", k25=False), rd.kimi_target(root, "k25"), rd.deepseek_v3_target(root)
+    eagle3, moe = rd.specforge_kimi(root), rd.torchspec_kimi_moe(root)
+    if engine == "sglang":
+        return {
+            "NEXTN on Kimi-K2 (no MTP layer)": (_sglang(k2, "--speculative-algorithm", "NEXTN"), "no-go",
+                                                 {"launch.mtp": "problem"}),
+            "EAGLE without a drafter is MTP: DeepSeek-V3": (_sglang(v3, "--speculative-algorithm", "EAGLE"), "go",
+                                                            {"launch.mtp": "ok"}),
+            "NGRAM: not checked": (_sglang(k2, "--speculative-algorithm", "NGRAM"), "cannot tell",
+                                   {"flags.algorithm": "unknown"}),
+            "SGLANG_ENABLE_SPEC_V2=maybe": (["SGLANG_ENABLE_SPEC_V2=maybe", *_sglang(
+                k2, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(eagle3))], "go",
+                {"env.SGLANG_ENABLE_SPEC_V2": "hint"}),
+            "TorchSpec MoE drafter": (_sglang(k25, "--speculative-algorithm", "EAGLE3",
+                                              "--speculative-draft-model-path", str(moe)), "no-go",
+                                      {"shape.mlp": "problem"}),
+        }
+    spec = {"method": "eagle3", "model": str(eagle3), "num_speculative_tokens": 3}
+    return {
+        "deepseek_mtp on Kimi-K2 (no MTP layer)": (_vllm(k2, {"method": "deepseek_mtp", "num_speculative_tokens": 1}),
+                                                   "no-go", {"launch.mtp": "problem"}),
+        "deepseek_mtp on DeepSeek-V3": (_vllm(v3, {"method": "deepseek_mtp", "num_speculative_tokens": 1}), "go",
+                                        {"launch.mtp": "ok"}),
+        "ngram: not checked": (_vllm(k2, {"method": "ngram", "num_speculative_tokens": 3}), "cannot tell",
+                               {"flags.algorithm": "unknown"}),
+        "VLLM_USE_V2_MODEL_RUNNER=true": (["VLLM_USE_V2_MODEL_RUNNER=true", *_vllm(k2, spec)], "no-go", {}),
+        "TorchSpec MoE drafter": (_vllm(k25, dict(spec, model=str(moe))), "no-go", {"shape.mlp": "problem"}),
+    }
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize(("engine", "version"), [release_param(e, v) for e, v in sorted(SAMPLE)])
+def test_methods_environment_values_and_moe_drafters(tmp_path: Path, engine: str, version: str) -> None:
+    """Issue 46 classes 1, 3 and 4 on both engines: every method the release accepts is placed
+    (MTP judged on the target's MTP layers, others 'cannot tell'), an environment value is read
+    as the release parses it, and a MoE drafter (TorchSpec) is refused: both engines build a
+    dense MLP for EAGLE-3 drafters."""
+    site = tmp_path / "site"
+    shutil.copytree(wheels.tree(engine, version), site)
+    assert cli("apply", "--engine", engine, "--site", str(site), "--no-probes")[0] == 0
+    wrong = []
+    for label, (line, verdict, said) in _classes(engine, tmp_path).items():
+        code, out, err = cli("doctor", "--json", "--site", str(site), "--", *line)
+        doc = json.loads(out)
+        levels = {f["code"]: f["level"] for f in doc["findings"]}
+        if (doc["verdict"], code) != (verdict, EXIT[verdict]) or any(levels.get(c) != lv for c, lv in said.items()):
+            wrong.append(f"{label}: {doc['verdict']} {doc['reasons']}")
+        unproven = {c for c, lv in levels.items() if lv == "ok" and c not in PROVEN_BY and c not in FILE_FACTS}
+        if unproven:
+            wrong.append(f"{label}: ok lines without a named wheel proof: {sorted(unproven)}")
+        if label.startswith("VLLM_USE_V2_MODEL_RUNNER") and not any(
+                levels.get(c) == "problem" for c in ("env.VLLM_USE_V2_MODEL_RUNNER", "launch.runner")):
+            wrong.append(f"{label}: the value the release cannot parse is not a reason: {levels}")
+    assert not wrong, "\n".join(wrong)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from patcher import engine_specs
 from patcher.core import matrix
 from patcher.maintainer import wheels
 from patcher.release import launch_facts
@@ -149,3 +150,64 @@ def test_v2_runner_falls_back_for_eagle3_with_pipeline_parallelism_only_in_0_29_
     text = (wheels.tree(engine, version) / "vllm" / "config" / "vllm.py").read_text()
     fallback = '"EAGLE3 with pipeline parallelism"' in text
     assert fallback == launch_facts.contains(launch_facts.V2_EAGLE3_PP_FALLBACK, Version(version))
+
+
+@pytest.mark.parametrize(("engine", "version"), releases("vllm") + releases("sglang"))
+def test_mtp_methods_and_targets_are_read_from_every_release(engine: str, version: str) -> None:
+    """What doctor's launch.mtp reads: vLLM names deepseek_mtp among its MTP methods and ships the
+    model that loads DeepSeek-V3's MTP layer; SGLang resolves NEXTN to EAGLE and, for a
+    DeepSeek-V3 target without a draft model, sets the draft model to the target."""
+    site = wheels.tree(engine, version)
+    targets = launch_facts.mtp_target_architectures(engine, site)
+    assert targets is not None and "DeepseekV3ForCausalLM" in targets, targets
+    if engine == "vllm":
+        assert "deepseek_mtp" in launch_facts.mtp_methods(engine, site)
+        assert "class DeepSeekMTP" in (site / "vllm/model_executor/models/deepseek_mtp.py").read_text()
+    else:
+        text = "".join(p.read_text() for rel in engine_specs.spec(engine).launch.mtp_arch_lists
+                       for p in ([site / rel] if (site / rel).is_file() else sorted((site / rel).glob("*.py"))))
+        assert '== "NEXTN"' in text, "NEXTN is no longer resolved where doctor reads it"
+        assert "KimiK25ForConditionalGeneration" not in targets  # a Kimi-K2.5 EAGLE launch needs a draft model
+
+
+DRAFTER_MODELS = {
+    "vllm": ("vllm/model_executor/models/llama_eagle3.py", "vllm/model_executor/models/deepseek_eagle3.py"),
+    "sglang": ("sglang/srt/models/llama_eagle3.py", "sglang/srt/models/kimi_k25_eagle3.py"),
+}
+
+
+@pytest.mark.parametrize(("engine", "version"), releases("vllm") + releases("sglang"))
+def test_no_release_builds_a_moe_eagle3_drafter(engine: str, version: str) -> None:
+    """shape.mlp: every EAGLE-3 drafter class builds a dense MLP and reads neither use_moe nor
+    n_routed_experts (TorchSpec's MoE head), so the expert tensors have no parameter."""
+    site = wheels.tree(engine, version)
+    files = [site / rel for rel in DRAFTER_MODELS[engine] if (site / rel).is_file()]
+    assert files
+    def mlps(path: Path) -> list[str]:
+        return [ast.unparse(n.value.func) for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Assign)
+                and any(ast.unparse(t) == "self.mlp" for t in n.targets) and isinstance(n.value, ast.Call)]
+
+    for path in files:
+        text = path.read_text()
+        assert "use_moe" not in text and "n_routed_experts" not in text, path
+        # vLLM's Llama drafter layer subclasses llama.py's LlamaDecoderLayer and keeps its MLP
+        built = mlps(path) or (mlps(path.with_name("llama.py")) if "LlamaDecoderLayer" in text else [])
+        assert built and all(m.endswith("MLP") for m in built), (path, built)
+
+
+@pytest.mark.parametrize(("engine", "version"), releases("vllm") + releases("sglang"))
+def test_environment_values_are_parsed_as_the_release_parses_them(engine: str, version: str) -> None:
+    """env.*: the release's own envs.py entry (vLLM) or EnvField.parse (SGLang), run on a value."""
+    site = wheels.tree(engine, version)
+    name = launch_facts.V2_RUNNER_ENV if engine == "vllm" else launch_facts.SPEC_V2_ENV
+    if name not in launch_facts.env_vars(engine, site) or not launch_facts.env_vars(engine, site)[name].read:
+        assert launch_facts.env_parsed(engine, site, name, {name: "true"}) is None or engine == "sglang"
+        return
+    good = launch_facts.env_parsed(engine, site, name, {name: "1"})
+    assert good is not None and not good.raises and not good.ignored
+    bad = launch_facts.env_parsed(engine, site, name, {name: "true" if engine == "vllm" else "maybe"})
+    assert bad is not None
+    if engine == "vllm":  # bool(int("true")) / maybe_convert_bool: the server stops
+        assert bad.raises.startswith("ValueError") and not bad.ignored
+    else:  # EnvBool: a warning, and the default
+        assert bad.ignored and not bad.raises

@@ -149,6 +149,10 @@ class Launch:
     method_aliases: dict[str, str]
     eagle_without_drafter_is_mtp: bool
     mtp_declarations: tuple[str, ...]
+    # Which targets' MTP layers it loads as the draft: a model file and the targets it serves, and
+    # the files whose ``if model_arch in [...]`` lists guard "the draft model is the target".
+    mtp_model: tuple[str, tuple[str, ...]] | None
+    mtp_arch_lists: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,8 @@ SPEC = EngineSpec(
         method_aliases={"NEXTN": "EAGLE"},
         eagle_without_drafter_is_mtp=True,
         mtp_declarations=(),
+        mtp_model=None,
+        mtp_arch_lists=("sglang/srt/server_args.py", "sglang/srt/arg_groups"),  # arg_groups/ from 0.5.20
     ),
     env_declarations=("sglang/srt/environ.py", "environ"),
     env_vars=("SGLANG_ENABLE_SPEC_V2",),

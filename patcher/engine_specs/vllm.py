@@ -109,6 +109,8 @@ SPEC = EngineSpec(
         method_aliases={},  # SpeculativeConfig maps every *_mtp method to "mtp" itself
         eagle_without_drafter_is_mtp=False,
         mtp_declarations=("vllm/config/speculative.py", "vllm/config.py"),  # MTPModelTypes / SpeculativeMethod
+        mtp_model=("vllm/model_executor/models/deepseek_mtp.py", ("DeepseekV3ForCausalLM",)),
+        mtp_arch_lists=(),
     ),
     env_declarations=("vllm/envs.py", "getenv"),
     env_vars=("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ALLREDUCE_USE_FLASHINFER"),

@@ -72,8 +72,10 @@ def _mtp_findings(release: Release, cmd: LaunchCommand, name: str, eagle_as_mtp:
                         wanted="a target with MTP layers (DeepSeek-V3), or EAGLE-3 with a drafter",
                         found=f"{arch}, no MTP layers",
                         hint=f"use an EAGLE-3 drafter: {engine_specs.spec(cmd.engine).launch.eagle3_flags}")]
-    if arch in launch_facts.MTP_TARGETS:
-        return [ok(code, f"{how}: {arch} with {layers} MTP layer(s); nothing of EAGLE-3 applies")]
+    loads = launch_facts.mtp_target_architectures(cmd.engine, release.site)
+    if loads is not None and arch in loads:
+        return [ok(code, f"{how}: {arch} with {layers} MTP layer(s), which {release.label()} loads as the draft; "
+                         "nothing of EAGLE-3 applies")]
     return [unknown(code, f"{how}: {arch} has {layers} MTP layer(s), and whether {release.label()} loads them "
                     "for this architecture was not read", found=arch)]
 

@@ -18,6 +18,7 @@ declarations, runners, defaults), each beside the code that reads it.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -269,9 +270,40 @@ def _envs_field(tree: ast.Module, name: str) -> str | None:
 
 # The methods that draft with the target's own multi-token-prediction layers --------------------
 
-# Targets whose MTP layers both engines load as the draft (vLLM's deepseek_mtp; SGLang sets the
-# draft model to the target for them in every release: tests/test_launch_facts.py reads it).
-MTP_TARGETS = frozenset({"DeepseekV3ForCausalLM"})
+def mtp_target_architectures(engine: str, site: Path | None) -> frozenset[str] | None:
+    """The target architectures whose own MTP layers the release loads as the draft model, read
+    where the engine module says (its MTP model file and the targets it serves; the
+    ``if model_arch in [...]`` lists under which the release sets the draft model to the target);
+    None: not read (no install, or the release's code moved)."""
+    if site is None:
+        return None
+    launch = engine_specs.spec(engine).launch
+    found: set[str] = set()
+    if launch.mtp_model is not None and (site / launch.mtp_model[0]).is_file():
+        found |= set(launch.mtp_model[1])
+    for rel in launch.mtp_arch_lists:
+        base = site / rel
+        for path in sorted(base.glob("*.py")) if base.is_dir() else [base]:
+            tree = _parse(path)
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, ast.If) and _draft_is_the_target(node):
+                    found |= _listed(node.test)
+    return frozenset(found) or None
+
+
+def _draft_is_the_target(node: ast.If) -> bool:
+    """``if model_arch in [...]: if ...draft_model_path is None: <draft path> = <the model path>``."""
+    text = ast.unparse(ast.Module(body=node.body, type_ignores=[]))
+    return "speculative_draft_model_path" in text and re.search(
+        r"speculative_draft_model_path\s*=\s*\w+\.model_path", text) is not None
+
+
+def _listed(test: ast.expr) -> set[str]:
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In) \
+            and isinstance(test.left, ast.Name) and test.left.id.endswith("arch") \
+            and isinstance(test.comparators[0], (ast.List, ast.Tuple, ast.Set)):
+        return {e.value for e in test.comparators[0].elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
 
 
 def mtp_methods(engine: str, site: Path | None) -> frozenset[str]:

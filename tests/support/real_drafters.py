@@ -328,3 +328,58 @@ def kimi_target(root: Path, name: str = "kimi-k2.5", k25: bool = True) -> Path:
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(config))
     return folder
+
+
+TORCHSPEC_KIMI_K25_MOE = {  # lightseekorg/TorchSpec configs/draft_models/kimi_k25_eagle3_moe.json @ 3bd756e7
+    "architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2", "use_moe": True,
+    "hidden_size": 7168, "intermediate_size": 18432, "num_hidden_layers": 1, "num_attention_heads": 64,
+    "num_key_value_heads": 64, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "hidden_act": "silu", "rms_norm_eps": 1e-05, "vocab_size": 163840,
+    "draft_vocab_size": 163840, "torch_dtype": "bfloat16", "rope_theta": 50000.0,
+    "rope_scaling": {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 64.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                     "original_max_position_embeddings": 4096, "type": "yarn"},
+    "n_routed_experts": 384, "num_experts_per_tok": 8, "moe_intermediate_size": 2048, "n_shared_experts": 1,
+    "n_group": 1, "topk_group": 1, "norm_topk_prob": True, "routed_scaling_factor": 2.827,
+    "scoring_func": "sigmoid", "first_k_dense_replace": 0, "train_router": True,
+    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_aux_hidden_state": True,
+                     "use_input_layernorm_in_first_layer": True, "use_last_layernorm": True,
+                     "use_mtp_layernorm": False},
+    "bos_token_id": 163584, "eos_token_id": 163585, "pad_token_id": 0,
+}
+
+
+def torchspec_kimi_moe(root: Path, name: str = "torchspec-kimi-k25-moe") -> Path:
+    """TorchSpec's Kimi-K2.5 EAGLE-3 head with a mixture-of-experts MLP, at its shipped config.
+    Tensor names as its exporter writes them (torchspec/models/draft/keymap.py: ``midlayer.`` ->
+    ``layers.0.``); the MoE block's (torchspec/models/draft/moe.py): a router ``gate.weight`` and
+    ``e_score_correction_bias``, the experts stacked and gate/up fused (``experts.gate_up_proj``
+    [E, hidden, 2 * moe_intermediate], ``experts.down_proj`` [E, moe_intermediate, hidden]), and a
+    shared SwiGLU expert. The draft vocabulary is the target's: no d2t/t2d."""
+    c = TORCHSPEC_KIMI_K25_MOE
+    h, e, mi = c["hidden_size"], c["n_routed_experts"], c["moe_intermediate_size"]
+    shared = mi * c["n_shared_experts"]
+    shapes = {
+        "fc.weight": ((h, 3 * h), "BF16"), "hidden_norm.weight": ((h,), "BF16"), "norm.weight": ((h,), "BF16"),
+        "lm_head.weight": ((c["draft_vocab_size"], h), "BF16"),
+        "layers.0.input_layernorm.weight": ((h,), "BF16"), "layers.0.post_attention_layernorm.weight": ((h,), "BF16"),
+        "layers.0.self_attn.q_a_proj.weight": ((c["q_lora_rank"], 2 * h), "BF16"),
+        "layers.0.self_attn.kv_a_proj_with_mqa.weight": ((c["kv_lora_rank"] + c["qk_rope_head_dim"], 2 * h), "BF16"),
+        "layers.0.mlp.gate.weight": ((e, h), "BF16"), "layers.0.mlp.gate.e_score_correction_bias": ((e,), "F32"),
+        "layers.0.mlp.experts.gate_up_proj": ((e, h, 2 * mi), "BF16"),
+        "layers.0.mlp.experts.down_proj": ((e, mi, h), "BF16"),
+        "layers.0.mlp.shared_experts.gate_proj.weight": ((shared, h), "BF16"),
+        "layers.0.mlp.shared_experts.up_proj.weight": ((shared, h), "BF16"),
+        "layers.0.mlp.shared_experts.down_proj.weight": ((h, shared), "BF16"),
+    }
+    return _write(root / name, json.loads(json.dumps(c)), shapes)
+
+
+def deepseek_v3_target(root: Path, name: str = "deepseek-v3") -> Path:
+    """DeepSeek-V3's config.json as published (one multi-token-prediction layer)."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": KIMI_HIDDEN,
+        "num_hidden_layers": 61, "vocab_size": 129280, "max_position_embeddings": 163840, "rope_theta": 10000,
+        "num_attention_heads": 128, "num_nextn_predict_layers": 1}))
+    return folder

@@ -1,0 +1,143 @@
+"""patcher/release/release_parser.py: the launch line read by the release's own parser.
+
+The real parsers run in tests/test_doctor_spellings.py (CPU environments). Here, fast: which
+tokens doctor's exact spellings cannot vouch for, the canonical rewrite, and the child protocol
+and its cache, with a stand-in interpreter whose answers are written by the test, so that what
+the cache holds and what a broken or hostile answer does are seen directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from patcher.installed.engines import Install
+from patcher.release import release_parser
+from patcher.release.launch_command import parse
+
+SGLANG = ["python", "-m", "sglang.launch_server"]
+
+
+@pytest.mark.parametrize(("command", "unsure"), [
+    # exact spellings, values, negative numbers: nothing to doubt
+    ([*SGLANG, "--model-path", "m", "--tp-size", "8", "--speculative-algorithm", "EAGLE3"], []),
+    ([*SGLANG, "--model-path", "m", "--max-running-requests", "-1", "--trust-remote-code"], []),
+    (["vllm", "serve", "m", "--tensor_parallel_size", "8", "-tp", "8", "--max-model-len", "4096"], []),
+    # argparse's prefixes of an option doctor reads
+    ([*SGLANG, "--model-path", "m", "--speculative-algo", "EAGLE3"], ["--speculative-algo"]),
+    ([*SGLANG, "--model-path", "m", "--tp-si=8"], ["--tp-si=8"]),
+    (["vllm", "serve", "m", "--tensor-parallel", "8"], ["--tensor-parallel"]),
+    # forms only the release's parser reads: --config, dotted, short and --spec-* aliases
+    ([*SGLANG, "--config", "c.yaml"], ["--config"]),
+    (["vllm", "serve", "m", "--speculative-config.method", "eagle3"], ["--speculative-config.method"]),
+    (["vllm", "serve", "m", "-sc", "{}"], ["-sc"]),
+    (["vllm", "serve", "m", "--spec-method", "eagle3", "--spec_model", "d"], ["--spec-method", "--spec_model"]),
+    # SGLang's argparse does not take underscores: the release refuses what doctor would read
+    ([*SGLANG, "--model-path", "m", "--tp_size", "8"], ["--tp_size"]),
+])
+def test_tokens_the_exact_spellings_cannot_vouch_for(command: list[str], unsure: list[str]) -> None:
+    assert list(release_parser.unsure(parse(command))) == unsure
+
+
+def test_the_canonical_line_holds_each_value_once_in_its_one_spelling() -> None:
+    read_as = {"model": "--model", "tensor_parallel_size": "--tensor-parallel-size", "speculative_config": "-sc",
+               "flag": "--flag", "off": "--off"}
+    values = {"model": "m", "tensor_parallel_size": 8, "speculative_config": {"method": "eagle3"}, "flag": True,
+              "off": False, "unread": "x"}
+    assert release_parser.canonical(read_as, values) == [
+        "--model", "m", "--tensor-parallel-size", "8", "-sc", '{"method": "eagle3"}', "--flag"]
+
+
+def _stand_in(tmp_path: Path, lines: list[str], name: str = "python") -> tuple[Install, Path]:
+    """An 'interpreter' that prints ``lines`` (whatever it is asked) and counts its runs."""
+    runs = tmp_path / f"{name}.runs"
+    script = tmp_path / name
+    script.write_text("#!/bin/sh\n" f"echo run >> {runs}\n" + "".join(f"cat <<'EOF'\n{ln}\nEOF\n" for ln in lines))
+    script.chmod(0o755)
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    install = Install("vllm", Version("0.34.0"), site, site / "vllm-0.34.0.dist-info", {}, str(script), None,
+                      None, None)
+    return install, runs
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(release_parser, "CACHE", tmp_path / "launch-cache")
+    release_parser.forget()
+
+
+def answer(**said) -> str:
+    return release_parser.MARK + json.dumps(said)
+
+
+def test_a_parsed_line_is_rewritten_and_cached_for_the_next_run(tmp_path: Path) -> None:
+    values = {"model": "m", "tensor_parallel_size": 8, "pipeline_parallel_size": 1,
+              "speculative_config": {"method": "eagle3", "model": "d"}}
+    install, runs = _stand_in(tmp_path, ["log noise", answer(status="parsed", values=values)])
+    cmd = parse(["vllm", "serve", "m", "--tensor-parallel", "8", "-sc", '{"method": "eagle3", "model": "d"}'])
+    read, how = release_parser.read(cmd, install)
+    assert (how.by, how.status, how.cached) == ("release", "parsed", False)
+    assert (read.target, read.tp, read.drafter) == ("m", 8, "d")
+    assert read.command == cmd.command  # the line as written is kept for the report
+    again, how = release_parser.read(cmd, install)
+    assert how.cached and again == read and runs.read_text().count("run") == 1
+    other = parse(["vllm", "serve", "m", "-tp", "4"])  # another line is parsed anew
+    release_parser.read(other, install)
+    assert runs.read_text().count("run") == 2
+
+
+@pytest.mark.parametrize("bad", ["{not json", "[1, 2]", '{"status": "parsed"}', '{"status": "parsed", "values": []}',
+                                 '{"status": "rejected"}', '{"status": "maybe", "values": {}}'])
+def test_an_altered_cache_entry_is_input_and_is_parsed_anew(tmp_path: Path, bad: str) -> None:
+    install, runs = _stand_in(tmp_path, [answer(status="rejected", code=2, error="vllm: error: x")])
+    cmd = parse(["vllm", "serve", "m"])
+    release_parser.read(cmd, install)
+    (entry,) = release_parser.CACHE.glob("*.json")
+    entry.write_text(bad)
+    _, how = release_parser.read(cmd, install)
+    assert (how.status, how.error, how.cached) == ("rejected", "vllm: error: x", False)
+    assert runs.read_text().count("run") == 2 and json.loads(entry.read_text())["status"] == "rejected"
+
+
+@pytest.mark.parametrize("lines", [[], ["no marker"], [release_parser.MARK + "{broken"],
+                                   [answer(status="parsed", values={})] * 2])
+def test_an_answer_not_in_the_childs_shape_is_unavailable_never_a_reading(tmp_path: Path, lines: list[str]) -> None:
+    install, _ = _stand_in(tmp_path, lines)
+    cmd = parse(["vllm", "serve", "m", "--spec-method", "eagle3"])
+    read, how = release_parser.read(cmd, install)
+    assert (how.by, how.status, how.unsure) == ("spellings", "unavailable", ("--spec-method",))
+    assert read == cmd and not list(release_parser.CACHE.glob("*.json"))  # nothing of it is kept
+
+
+def test_where_the_parser_does_not_import_it_is_asked_once_per_interpreter(tmp_path: Path) -> None:
+    install, runs = _stand_in(tmp_path, [answer(status="unavailable", error="ModuleNotFoundError: torch")])
+    for tp in ("1", "2", "4"):
+        _, how = release_parser.read(parse(["vllm", "serve", "m", "-tp", tp]), install)
+        assert (how.status, how.error) == ("unavailable", "ModuleNotFoundError: torch")
+    assert runs.read_text().count("run") == 1
+
+
+def test_a_config_file_is_part_of_what_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    install, runs = _stand_in(tmp_path, [answer(status="parsed", values={"model": "m"})])
+    cmd = parse(["vllm", "serve", "m", "--config", "c.yaml"])
+    Path("c.yaml").write_text("tensor-parallel-size: 2\n")
+    release_parser.read(cmd, install)
+    release_parser.read(cmd, install)
+    Path("c.yaml").write_text("tensor-parallel-size: 8\n")
+    release_parser.read(cmd, install)
+    assert runs.read_text().count("run") == 2
+
+
+def test_a_cache_that_cannot_be_written_costs_time_not_an_error(tmp_path: Path, monkeypatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setattr(release_parser, "CACHE", blocker / "launch")
+    install, _ = _stand_in(tmp_path, [answer(status="parsed", values={"model": "m"})])
+    _, how = release_parser.read(parse(["vllm", "serve", "m"]), install)
+    assert how.status == "parsed" and os.path.isfile(blocker)
