@@ -3,8 +3,8 @@
 - Every covered release is placed by content in its declared entry and in no other: no second
   upstream or refused entry's evidence holds there (two entries matching one release is a
   manifest error, never a first-match win).
-- Leave the newest out: the patch set cut back to what was known before each of the last three
-  releases of each engine, with no human edit, judges and ports them as what ships, or flags a
+- Leave one out: the patch set cut back to what was known before each release where an entry
+  begins (and the newest two), with no human edit, judges and ports it as what ships, or flags a
   family for review (patcher/maintainer/leave_out.py); never wrong.
 - vLLM 0.34.0 judged with what was known before it: the family nobody can place is left as it is
   and every other one applies; its hint's --skip gives exit 0.
@@ -15,8 +15,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from packaging.version import Version
 
-from patcher.core import manifest, matrix, plan
+from patcher.core import manifest, matrix, plan, scope
 from patcher.core.plan import State
 from patcher.installed import engines
 from patcher.installer import actions
@@ -25,7 +26,10 @@ from patcher.maintainer.port_proof import scratch_site
 from tests.support.tiers import release_param
 
 RELEASES = [(e, v) for e in manifest.ENGINES for v in matrix.releases(e)]
-NEWEST = [(e, v) for e in manifest.ENGINES for v in matrix.releases(e)[-3:]]
+# Every release where an entry of either engine begins (derived from the manifests, not listed
+# here), and the newest two: each was once a release nobody had written a variant for.
+LEFT_OUT = sorted({(e, v) for e in manifest.ENGINES for v in [*leave_out.boundaries(e), *matrix.releases(e)[-2:]]},
+                  key=lambda ev: (ev[0], Version(ev[1])))
 
 
 @pytest.mark.wheels
@@ -45,8 +49,11 @@ def test_content_places_each_release_in_its_own_entry_only(engine):
 
 @pytest.mark.full
 @pytest.mark.wheels
-@pytest.mark.parametrize("engine, version", NEWEST, ids=[f"{e}-{v}" for e, v in NEWEST])
-def test_leaving_the_newest_out_is_never_wrong(engine, version):
+@pytest.mark.parametrize("engine, version", LEFT_OUT, ids=[f"{e}-{v}" for e, v in LEFT_OUT])
+def test_leaving_a_release_out_is_never_wrong(engine, version):
+    """Issue 41: at every entry boundary, the installer's verdict and port's output on the
+    release's published files, with what was known before it, are what ships (port's output
+    applied and compared byte for byte), or a family flagged for a person; never wrong."""
     rows = leave_out.judge(engine, version)
     assert {r.family for r in rows} == {f.name for f in manifest.load_all(manifest.PATCHES, (engine,))}
     wrong = [f"{r.family}: ships {r.shipped}, judged {r.judged}, port {r.ported}: {r.why}"
@@ -76,6 +83,8 @@ def test_an_unknown_family_on_a_new_release_never_blocks_the_others(tmp_path):
     root = leave_out.cut(manifest.PATCHES, "vllm", "0.34.0", tmp_path / "patches")
     rels = {fp.path for f in manifest.load_all(root, ("vllm",)) for v in f.variants for fp in f.patches[v.id]}
     rels |= {r for f in manifest.load_all(root, ("vllm",)) for r in plan.evidence_paths(plan.Files(install), f)}
+    rels |= {r for f in manifest.load_all(root, ("vllm",)) if f.scope  # where each family's behaviour lives
+             for r in scope.signature(f.scope, plan.Files(install))}
     site = scratch_site(tree, install, {r for r in rels if (tree / r).is_file()}, tmp_path / "site")
     opts = actions.Options(site=site, probes=False, patches=root, allow_untested=True)
     r = actions.apply("vllm", opts)
@@ -86,7 +95,9 @@ def test_an_unknown_family_on_a_new_release_never_blocks_the_others(tmp_path):
     assert ("left as they are (unknown on 0.34.0): vllm/eagle3-config-aux-ids, vllm/mla-aux-capture; "
             "the other families were applied") in r.notes[-1]
     (mla,) = [s for s in r.statuses if s.family.name == "mla-aux-capture"]
-    assert mla.hint.startswith(f"'patcher apply --skip mla-aux-capture --site {site}' applies the others and exits 0")
+    # one command for both families nothing places (issue 41: a --skip naming one of them exited 1)
+    assert mla.hint.startswith(f"'patcher apply --skip eagle3-config-aux-ids --skip mla-aux-capture --site {site}' "
+                               "applies the other families and exits 0")
     r = actions.apply("vllm", actions.Options(site=site, probes=False, patches=root, allow_untested=True,
                                               skip=("mla-aux-capture", "eagle3-config-aux-ids")))
     assert r.exit_code(False) == 0 and r.changed == []  # already applied; nothing left that blocks
@@ -185,3 +196,49 @@ def test_an_install_patched_by_the_variant_before_its_hash_diff_is_renewed_by_th
     assert actions.revert("vllm", opts).exit_code(False) == 0
     r = actions.apply("vllm", opts)
     assert r.exit_code(False) == 0 and sorted(r.changed) == sorted(rels)
+
+
+@pytest.mark.full
+@pytest.mark.wheels
+@pytest.mark.parametrize("engine, version", LEFT_OUT, ids=[f"{e}-{v}" for e, v in LEFT_OUT])
+def test_every_hint_is_the_command_that_does_what_it_says(tmp_path, engine, version):
+    """Issue 41: on the release left out, the hint verify prints for a family nothing places is
+    one command; run as printed it exits 0, and what it wrote is what ships (the shipped patch
+    set then reads every family applied, upstream or, where it was skipped, pending)."""
+    import io
+    import json
+    import re
+    import shlex
+
+    from patcher.cli.main import main
+
+    root = leave_out.cut(manifest.PATCHES, engine, version, tmp_path / "patches")
+    site = tmp_path / "site"
+    shutil.copytree(wheels.tree(engine, version), site)
+
+    def run(*argv: str) -> tuple[int, dict]:
+        out = io.StringIO()
+        code = main([*argv, "--json", "--no-probes", "--patches", str(root)], out=out, err=io.StringIO())
+        return code, json.loads(out.getvalue())[0]
+
+    code, report = run("verify", "--engine", engine, "--site", str(site))
+    hints = {f["hint"] for f in report["families"] if f["state"] == "unknown release"}
+    commands = {m for h in hints for m in re.findall(r"'(patcher apply[^']*)'", h)}
+    if not hints:
+        return
+    assert len(commands) == 1, hints  # one command, the same in every hint
+    argv = shlex.split(commands.pop())[1:]
+    assert "--site" in argv, argv
+    code, after = run(*argv, "--engine", engine)
+    says_zero = all("exits 0" in h for h in hints)
+    # a family refused on this release stays a reason whatever is applied: the hint says so
+    refused = {f["id"] for f in after["families"] if f["state"] == "refused"}
+    assert (code == 0) is says_zero and (says_zero or refused), (hints, after.get("reasons"))
+    assert all(any(fid in r for fid in refused) for r in after.get("reasons", [])), after.get("reasons")
+    shipped = {s.family.name: s for s in plan.assess(engines.find(engine, site=site),
+                                                      manifest.load_all(manifest.PATCHES, (engine,)), {})}
+    skipped = {argv[i + 1] for i, a in enumerate(argv) if a == "--skip"}
+    wrong = [f"{name}: {st.state} ({st.detail})" for name, st in shipped.items()
+             if st.state not in (State.APPLIED, State.UPSTREAM, State.REFUSED)
+             and not (name in skipped and st.state is State.PENDING)]
+    assert not wrong, "\n".join(wrong)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -70,6 +71,8 @@ def test_new_variant_is_declared_for_the_release_and_its_probes(tmp_path):
                                      ["0.26.0", "0.27.0", "0.28.0"])
     (tmp_path / "vllm" / "f").mkdir(parents=True)
     (tmp_path / "vllm" / "f" / "patch.toml").write_text(text)
+    signatures = json.loads((folder / "scope.json").read_text())
+    (tmp_path / "vllm" / "f" / "scope.json").write_text(json.dumps(signatures | {"D10": signatures["D8"]}))
     for name in ("D1", "D2", "D6", "D7", "D8", "D9", "D10"):
         (tmp_path / "vllm" / "f" / f"{name}.diff").write_text((folder / "D8.diff").read_text())
     fam = manifest.load(tmp_path / "vllm" / "f")  # no overlap: D9 gave 0.27.0 up
@@ -185,7 +188,10 @@ def test_ports_into_one_out_folder_build_on_each_other(tmp_path):
     assert o.state == "held" and o.variant == "v15", o.detail  # 0.5.99 is v15's pre-image: nothing new
     written = (out / "sm120-allreduce-fusion" / "patch.toml").read_text()
     assert 'id = "v15"' in written and 'versions = ">=0.5.98"' in written and 'id = "v16"' not in written
-    assert sorted(p.name for p in (out / "sm120-allreduce-fusion").iterdir()) == ["patch.toml", "v15.diff"]
+    # the new variant's scope signature is written beside it (patches/README.md, [scope])
+    assert sorted(p.name for p in (out / "sm120-allreduce-fusion").iterdir()) == ["patch.toml", "scope.json",
+                                                                                  "v15.diff"]
+    assert "v15" in json.loads((out / "sm120-allreduce-fusion" / "scope.json").read_text())
     assert {"0.5.98", "0.5.99"} <= set((out / "releases.txt").read_text().split())
 
 

@@ -9,6 +9,7 @@ validated in one place.
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 from functools import cached_property
@@ -140,6 +141,24 @@ class DrafterFact:
 
 
 @dataclass(frozen=True)
+class Scope:
+    """Where a family's behaviour lives in a release, found by what the code says (``[scope]`` in
+    patch.toml): the RECORD files under ``under`` that hold every string of ``all`` and one of
+    ``any``, and which of the ``reads`` strings each holds. ``signatures`` (scope.json beside the
+    manifest, written by ``python -m patcher.maintainer.scope_lock`` from the wheels) is that
+    signature on the published files of each release a variant declares (the distinct ones): a
+    release whose signature is none of its variant's changed what the family is about, outside
+    the variant's hunks."""
+
+    what: str
+    under: tuple[str, ...]
+    all: tuple[str, ...]
+    any: tuple[str, ...]
+    reads: tuple[str, ...]
+    signatures: dict[str, tuple[dict[str, tuple[str, ...]], ...]]
+
+
+@dataclass(frozen=True)
 class Family:
     engine: str
     name: str
@@ -159,6 +178,7 @@ class Family:
     newest: Version | None = None  # newest release in releases.txt: beyond it, content decides
     oldest: Version | None = None  # oldest release in releases.txt: below it, only refusals by content
     drafter_facts: tuple[DrafterFact, ...] = ()
+    scope: Scope | None = None
 
     @property
     def id(self) -> str:
@@ -350,10 +370,12 @@ def load(folder: Path) -> Family:
         facts.append(fact)
         f.done()
     oldest, newest = _covered(folder.parent)
+    scope = _scope(folder, where, top.get("scope", dict, None), ids)
     family = Family(engine, name, folder, top.get("title", str), top.get("why", str),
                     top.strings("refs", []), top.get("default", bool, True), tuple(variants),
                     tuple(upstream), tuple(refused), tuple(requires), tuple(probes),
-                    top.strings("mutation_sample", ()), newest=newest, oldest=oldest, drafter_facts=tuple(facts))
+                    top.strings("mutation_sample", ()), newest=newest, oldest=oldest, drafter_facts=tuple(facts),
+                    scope=scope)
     top.done()
     stray = [s for s in family.mutation_sample if s not in ids]
     if stray:
@@ -366,6 +388,39 @@ def load(folder: Path) -> Family:
             if not (folder / name).is_file():
                 raise ManifestError(f"{where}: variant {v.id!r} names a missing diff {name!r}")
     return family
+
+
+def _scope(folder: Path, where: str, table: dict | None, ids: set[str]) -> Scope | None:
+    """``[scope]`` and its signatures (scope.json), validated: our own file, read as input."""
+    if table is None:
+        return None
+    f = _Fields(f"{where} scope", table)
+    scope = Scope(_one_line(f.get("what", str)), f.strings("under"), f.strings("all", ()), f.strings("any", ()),
+                  f.strings("reads", ()), {})
+    f.done()
+    if not scope.under or not all(plain_rel(u) for u in scope.under) or not (scope.all or scope.any):
+        raise ManifestError(f"{f.where}: wanted 'under' (relative paths) and 'all' or 'any'",
+                            found=repr(table)[:120])
+    lock = folder / "scope.json"
+    try:
+        raw = json.loads(lock.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ManifestError(f"{where}: [scope] without a readable scope.json", found=str(exc)[:120],
+                            hint="python -m patcher.maintainer.scope_lock writes it from the wheels") from None
+    shape = '{"<variant id>": [{"<RECORD path>": ["<one of reads>", ...]}, ...]}, one entry per variant'
+
+    def valid(sig: object) -> bool:
+        return isinstance(sig, dict) and all(
+            isinstance(rel, str) and plain_rel(rel) and isinstance(toks, list) and all(t in scope.reads for t in toks)
+            for rel, toks in sig.items())
+
+    if not (isinstance(raw, dict) and set(raw) == ids and all(
+            isinstance(sigs, list) and all(valid(sig) for sig in sigs) for sigs in raw.values())):
+        raise ManifestError(f"{where}: scope.json is not {shape}",
+                            hint="python -m patcher.maintainer.scope_lock writes it from the wheels")
+    return Scope(scope.what, scope.under, scope.all, scope.any, scope.reads,
+                 {vid: tuple({rel: tuple(toks) for rel, toks in sig.items()} for sig in sigs)
+                  for vid, sigs in raw.items()})
 
 
 def _check_overlaps(family: Family, where: str) -> None:

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from packaging.version import Version
 
-from patcher.core import hunks
+from patcher.core import hunks, scope
 from patcher.core.hunks import FileState
 from patcher.core.manifest import Family, Refused, Upstream, Variant, contains
 from patcher.core.release_files import Files, decode, encode, evidence_fails, evidence_paths, judged  # noqa: F401 (re-exported)
@@ -143,7 +143,9 @@ def undeclared(family: Family, files: Files, version: Version, record: dict | No
     older release): where its content test holds, as on the releases it was proven on, the family
     is in that entry's state. Otherwise the one other entry whose content test holds; several, or
     none, is ``unknown``, never guessed. A variant's pre-image is applied only on request
-    (--allow-untested)."""
+    (--allow-untested). States come from facts we own: a variant's post-image is "applied" only
+    where our state file records that we wrote it; the same text with no record of ours is the
+    release's own (upstream took the fix verbatim)."""
     for v in family.variants:
         st = _from_files(family, v, files, record, untested=True)
         if st.state is State.APPLIED and record is not None and record["variant"] == v.id:
@@ -162,6 +164,10 @@ def undeclared(family: Family, files: Files, version: Version, record: dict | No
         return Status(family, State.UNKNOWN, f"{version} is not a tested release and its files match "
                       f"{' and '.join(map(_entry_name, fits))}{why}: flagged for review, not guessed",
                       hint=_skip_hint(family))
+    if fits and isinstance(fits[0], Variant) and (outside := scope.moved(family, fits[0].id, files)) is not None:
+        return Status(family, State.UNKNOWN, f"{version} is not a tested release: its files match variant "
+                      f"{fits[0].id} by its hunks, but the family's scope moved: {outside}; flagged for review, "
+                      "not guessed", hint=_skip_hint(family))
     if fits:
         (entry,) = fits
         if isinstance(entry, Refused):  # the covered release it descends from is refused, and so is it
@@ -172,6 +178,10 @@ def undeclared(family: Family, files: Files, version: Version, record: dict | No
             return Status(family, State.UPSTREAM, f"fix present (upstream {_since(entry)}){why}; {version} itself "
                           "is not in our matrix", untested=True, upstream_id=entry.id)
         st = _from_files(family, entry, files, record, untested=True)
+        if st.state is State.APPLIED:  # our post-image, and no record that we wrote it (see above)
+            return Status(family, State.UPSTREAM, f"the release ships variant {entry.id}'s text itself{why}: "
+                          f"nothing of ours was written here (no record in our bookkeeping); {version} itself is "
+                          "not in our matrix", untested=True)
         if st.state in (State.PENDING, State.LOST):
             st.state = State.UNKNOWN
             st.detail = (f"{version} is not a tested release, but its files match variant {entry.id}'s "

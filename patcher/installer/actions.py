@@ -186,9 +186,32 @@ def _unproven(report: Report) -> None:
                         "engine runs (the GPU host, after start-up) for the full proof")
 
 
+def _one_command(report: Report, opts: Options) -> None:
+    """The hint of each family nothing places names the one command that does what it says for
+    all of them together: --skip for every family left as it is, and --allow-untested where a
+    pre-image matches byte for byte (a hint naming only --skip exits 1 while another family still
+    needs --allow-untested)."""
+    unknown = [s for s in report.statuses if s.state is State.UNKNOWN]
+    if not unknown or report.action == "revert":
+        return
+    offered = [s for s in unknown if s.untested and s.files]
+    skip = [*opts.skip, *(s.family.name for s in unknown if s not in offered)]
+    command = "patcher apply" + (" --allow-untested" if offered else "") + "".join(f" --skip {n}" for n in skip)
+    # What no command mends keeps exit 1, and the hint says which (a refused release, a conflict).
+    stays = [s.family.id for s in report.statuses if s.state in (State.REFUSED, State.CONFLICT, State.BLOCKED)]
+    ends = "exits 0" if not stays else f"exits 1 for {', '.join(stays)} alone"
+    for s in unknown:
+        if s in offered:
+            s.hint = f"'{command}' applies it (its pre-image matches byte for byte) and {ends}"
+        else:
+            s.hint = (f"'{command}' applies the other families and {ends}, without it; for this one, use a "
+                      "release from VERSIONS.md or file an issue with 'patcher verify --json'")
+
+
 def _pasteable(report: Report, opts: Options) -> Report:
     """Every 'patcher apply' / 'patcher revert' ... a hint or note names carries the --python or
     --site this run was given, so the line can be pasted as it is (the drafter check does too)."""
+    _one_command(report, opts)
     if opts.python is None and opts.site is None:
         return report
     where = f" --python {shlex.quote(opts.python)}" if opts.python else f" --site {shlex.quote(str(opts.site))}"

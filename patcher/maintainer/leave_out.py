@@ -12,7 +12,8 @@ family, with what ships for R:
   still apply;
 - wrong: anything else (a state or a post-image that differs from what ships).
 
-CLI: ``python -m patcher.maintainer.leave_out vllm 0.32.0 0.33.0 0.34.0`` prints the table.
+CLI: ``python -m patcher.maintainer.leave_out vllm 0.32.0 0.33.0 0.34.0`` prints the table; with
+no release, every release where an entry begins (``boundaries``, read from the manifests).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from patcher.core import manifest, plan
+from patcher.core import manifest, matrix, plan
 from patcher.core.plan import Files, State
 from patcher.installed import engines
 from patcher.maintainer import manifest_edit, port, wheels
@@ -59,8 +60,9 @@ def cut(root: Path, engine: str, version: str, dest: Path) -> Path:
                                 if ln.startswith("#") or not ln.strip() or Version(ln.strip()) < v))
     for toml in sorted((dest / engine).glob("*/patch.toml")):
         parts = manifest_edit.blocks(toml.read_text())
-        gone = {str(b.field("id")) for b in parts[1:] if b.kind == "variant"
-                and _starts_at_or_after(b.field("versions"), v)}
+        # every entry nobody knew before R: a probe's `when` may name an upstream or refused one too
+        gone = {str(b.field("id")) for b in parts[1:] if b.kind in ("variant", "upstream", "refused")
+                and b.field("id") is not None and _starts_at_or_after(b.field("versions"), v)}
         kept = [b for b in parts if not (b.kind in ("variant", "upstream", "refused")
                                          and _starts_at_or_after(b.field("versions"), v))]
         for b in kept:
@@ -72,7 +74,25 @@ def cut(root: Path, engine: str, version: str, dest: Path) -> Path:
             kept[0].lines = [f"mutation_sample = {json.dumps([v for v in sample if v not in gone])}\n"
                              if ln.startswith("mutation_sample") else ln for ln in kept[0].lines]
         toml.write_text("".join("".join(b.lines) for b in kept))
+        lock = toml.parent / "scope.json"  # one entry per variant: the cut variants' go too
+        if lock.is_file():
+            lock.write_text(json.dumps({k: v for k, v in json.loads(lock.read_text()).items() if k not in gone},
+                                       indent=1) + "\n")
     return dest
+
+
+def boundaries(engine: str, root: Path = manifest.PATCHES) -> list[str]:
+    """Every covered release where an entry of the engine's patch set begins (the first release
+    of a variant, upstream or refused range; the first covered release is no boundary), read
+    from the manifests: the releases a maintainer once met as 'new'."""
+    releases = matrix.releases(engine, root)
+    starts = set()
+    for fam in manifest.load_all(root, (engine,)):
+        for entry in fam.entries():
+            first = next((r for r in releases if manifest.contains(entry.versions, Version(r))), None)
+            if first is not None and first != releases[0]:
+                starts.add(first)
+    return sorted(starts, key=Version)
 
 
 def _post_image(family: manifest.Family, variant: str, files: Files) -> dict[str, bytes] | None:
@@ -119,6 +139,8 @@ def _row(fam: manifest.Family, st: plan.Status, want: plan.Status, o: port.Outco
     elif st.state is State.UNKNOWN and st.files and want.state is State.PENDING:
         ok = same_effect(_post_image(fam, st.variant or "", files))
         verdict, why = ("right", "") if ok else ("wrong", f"{st.variant}'s post-image differs from {want.variant}'s")
+    elif st.state is State.UNKNOWN and st.files:  # --allow-untested would write it, exit 0
+        verdict, why = "wrong", f"--allow-untested would write {st.variant} where {shipped} ships"
     elif st.state is State.UNKNOWN:
         verdict, why = "flagged", st.detail
     else:
@@ -149,10 +171,10 @@ def table(engine: str, versions: list[str], root: Path = manifest.PATCHES, run_p
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m patcher.maintainer.leave_out", description=__doc__.split("\n")[0])
     ap.add_argument("engine", choices=manifest.ENGINES)
-    ap.add_argument("versions", nargs="+")
+    ap.add_argument("versions", nargs="*", help="default: every release where an entry begins (boundaries)")
     ap.add_argument("--no-port", action="store_true", help="judge only; skip port")
     args = ap.parse_args(argv)
-    print(table(args.engine, args.versions, run_port=not args.no_port))
+    print(table(args.engine, args.versions or boundaries(args.engine), run_port=not args.no_port))
     return 0
 
 

@@ -22,10 +22,16 @@ benchmarks/port_history.py), turn a proven candidate into one for a person:
   function the variant edits (SGLang 0.5.12's MLA drafter beside the Llama drafter).
 The last two were added when this session's new variants (the narrowed auto-enables, the
 loud MLA drafter) made two leave-one-out pairs "wrong"; they flag one more pair than needed.
+Two more came from leave-one-out at every release where an entry begins (issue 41):
+* a hunk whose added code the new release already holds: upstream took the fix (SGLang 0.5.10's
+  Kimi-K2.5 wrapper), and a carried copy would sit beside upstream's;
+* upstream inserted lines inside a hunk, where ours adds its own (vLLM 0.19.0's SM103 row in
+  the size table our SM120 row is derived from).
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 
@@ -203,4 +209,47 @@ def sibling_modules(patches: tuple[hunks.FilePatch, ...], base: Path, new: Path)
             for fn in sorted(edited & defined):
                 out.append(f"{rel}: a new upstream module beside {fp.path} defines {fn}(), which this variant "
                            "edits there; it may need the same change")
+    return out
+
+
+def _code(lines) -> list[str]:
+    """Lines of code as compared: stripped, without blank lines and comments."""
+    return [s for ln in lines if (s := ln.strip()) and not s.startswith("#")]
+
+
+def already_upstream(patches: tuple[hunks.FilePatch, ...], new: Path) -> list[str]:
+    """A hunk whose added code the new release already holds (most of it, in its own place):
+    upstream took the fix, and carrying ours would write a second copy beside upstream's (SGLang
+    0.5.10's Kimi-K2.5 wrapper gained the EAGLE-3 hooks our k25-aux-capture adds)."""
+    out = []
+    for fp in patches:
+        theirs = set(_code(_read(new / fp.path)))
+        for h in fp.hunks:
+            added = [ln for ln in _code(h.new) if ln not in set(_code(h.old))]
+            held = [ln for ln in added if ln in theirs]
+            if len(added) >= 3 and len(held) * 5 >= len(added) * 3:
+                out.append(f"{fp.path}: upstream already holds {len(held)} of the {len(added)} lines hunk at "
+                           f"line {h.old_start} adds (e.g. {held[0][:80]}): carrying it would duplicate "
+                           "upstream's code")
+    return out
+
+
+def inserted_inside(patches: tuple[hunks.FilePatch, ...], base: Path, new: Path) -> list[str]:
+    """Upstream inserted lines where one of our hunks adds its own (between its context lines):
+    the merge puts the two side by side in some order, but what ours says may depend on what
+    upstream added (vLLM 0.19.0 added an SM103 row to the fusion size table our SM120 row is
+    derived from)."""
+    out = []
+    for fp in patches:
+        old, now = _read(base / fp.path), _read(new / fp.path)
+        changes = [(i1, i2) for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, old, now, autojunk=False)
+                   .get_opcodes() if tag in ("insert", "replace")]
+        for h in fp.hunks:
+            start, end = h.old_start - 1, h.old_start - 1 + len(h.old)
+            lead = next((i for i, ln in enumerate(h.old) if ln not in h.new), None)
+            first = start + (lead if lead is not None else len(h.old) // 2)
+            # inside the hunk, past its leading context: where our lines go
+            if any(start < i1 < end and i1 >= first - 1 and i2 - i1 <= 40 for i1, i2 in changes):
+                out.append(f"{fp.path}: upstream inserted lines inside the hunk at line {h.old_start}, where ours "
+                           "adds its own: a person decides how the two read together")
     return out

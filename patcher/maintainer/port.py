@@ -17,6 +17,7 @@ Over 300 lines: one porting run, from the new release's files to proven candidat
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from patcher.core import hunks, manifest, matrix
+from patcher.core import hunks, manifest, matrix, scope
 from patcher.core.manifest import Family, Upstream, Variant, contains
 from patcher.core.plan import Files, State, evidence_fails, undeclared
 from patcher.errors import PatcherError
@@ -50,6 +51,7 @@ class Outcome:
     proofs: list[str] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # merged post-image per target file
     moved: dict[str, str] = field(default_factory=dict)  # target files upstream moved: old -> new path
+    scope_json: str = ""  # the family's scope.json with the new variant's signature (families with a scope)
 
     @property
     def exit(self) -> int:
@@ -264,12 +266,25 @@ def _candidate(req: Request, family: Family, source: Variant, base: str, base_tr
     out.report += new_upstream_code.new_failures(ours, base_tree, tree)
     out.report += new_upstream_code.switch_setters(ours, base_tree, tree, family.engine)
     out.report += new_upstream_code.sibling_modules(ours, base_tree, tree)
+    out.report += new_upstream_code.already_upstream(ours, tree)
+    out.report += new_upstream_code.inserted_inside(ours, base_tree, tree)
+    files = Files(engines.find(family.engine, site=tree))
+    outside = scope.moved(family, source.id, files)
+    if outside is not None:  # a place in scope the carried hunks never saw: a person writes it
+        out.report.append(f"the family's scope moved since {source.id}: {outside}")
+    if family.scope is not None:
+        signatures = {vid: [{rel: list(t) for rel, t in sig.items()} for sig in sigs]
+                      for vid, sigs in family.scope.signatures.items()}
+        signatures[out.variant] = [{rel: list(t) for rel, t in scope.signature(family.scope, files).items()}]
+        out.scope_json = json.dumps(signatures, indent=1) + "\n"
     releases_txt = manifest_edit.add_release((req.root / req.engine / "releases.txt").read_text(), req.version)
     out.manifest = manifest_edit.add_variant((family.folder / "patch.toml").read_text(), source.id, out.variant,
                                              req.version, releases, _modules(out.moved))
     with tempfile.TemporaryDirectory(prefix="kimi-port-set-") as tmp:
         scratch = _scratch_patches(req.root, req.engine, family, out.manifest, f"{out.variant}.diff",
                                    out.diff, releases_txt, Path(tmp))
+        if out.scope_json:
+            (scratch / req.engine / family.name / "scope.json").write_text(out.scope_json)
         fam = manifest.load(scratch / req.engine / family.name)  # the new manifest obeys the rules
         out.versions_md = matrix.cell(fam, req.version)
         ok, out.proofs = port_proof.run(req.engine, req.version, family.id, scratch, req.root, tree, set(derived),
@@ -332,6 +347,8 @@ def write(req: Request, outcomes: list[Outcome]) -> None:
         if o.diff:
             _write(folder / f"{o.variant}.diff", o.diff)
         _write(folder / "patch.toml", o.manifest)
+        if o.scope_json:
+            _write(folder / "scope.json", o.scope_json)
     _write(releases, text)
 
 

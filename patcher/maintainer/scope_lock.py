@@ -1,0 +1,76 @@
+"""Write each family's scope.json from the published wheels: the signature of its ``[scope]``
+(``patcher.core.scope``) on the files of every covered release each variant declares.
+
+Each variant keeps the distinct signatures of the releases it was proven on (a new reader in the
+middle of a range that the variant already handles, e.g. vLLM 0.34.0's, is one more proven
+signature). ``tests/test_scope.py`` checks the written files against the wheels.
+
+    python -m patcher.maintainer.scope_lock [--engine E] [--family NAME] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from packaging.version import Version
+
+from patcher.core import manifest, matrix, scope
+from patcher.core.manifest import Family, Variant, tomllib
+from patcher.core.release_files import Files
+from patcher.installed import engines
+from patcher.maintainer import wheels
+
+
+def signatures(family: Family, releases: list[str] | None = None) -> dict[str, list[dict]]:
+    """{variant id: the distinct signatures of the covered releases it declares, oldest first}."""
+    assert family.scope is not None
+    out: dict[str, list[dict]] = {v.id: [] for v in family.variants}
+    for version in releases if releases is not None else matrix.releases(family.engine):
+        entry = family.classify(Version(version))
+        if not isinstance(entry, Variant):
+            continue
+        files = Files(engines.find(family.engine, site=wheels.tree(family.engine, version)))
+        sig = {rel: list(toks) for rel, toks in scope.signature(family.scope, files).items()}
+        if sig not in out[entry.id]:
+            out[entry.id].append(sig)
+    return out
+
+
+def _bootstrap(root: Path) -> None:
+    """A family given a [scope] has no scope.json yet: an empty one, so that the manifest loads."""
+    for toml in sorted(root.glob("*/*/patch.toml")):
+        raw = tomllib.loads(toml.read_text())
+        if "scope" in raw and not (toml.parent / "scope.json").is_file():
+            ids = [v["id"] for v in raw.get("variant", [])]
+            (toml.parent / "scope.json").write_text(json.dumps(dict.fromkeys(ids, [])) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m patcher.maintainer.scope_lock", description=__doc__.splitlines()[0])
+    ap.add_argument("--engine", choices=manifest.ENGINES, action="append")
+    ap.add_argument("--family")
+    ap.add_argument("--check", action="store_true", help="compare with the files, write nothing")
+    args = ap.parse_args(argv)
+    if not args.check:
+        _bootstrap(manifest.PATCHES)
+    bad = 0
+    for fam in manifest.load_all(manifest.PATCHES, tuple(args.engine or manifest.ENGINES)):
+        if fam.scope is None or (args.family and args.family not in (fam.name, fam.id)):
+            continue
+        text = json.dumps(signatures(fam), indent=1) + "\n"
+        path = Path(fam.folder) / "scope.json"
+        if args.check:
+            if path.read_text() != text:
+                print(f"{fam.id}: scope.json differs from the wheels", file=sys.stderr)
+                bad += 1
+        else:
+            path.write_text(text)
+            print(f"{fam.id}: scope.json written ({len(fam.variants)} variants)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
