@@ -13,6 +13,7 @@ from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import DrafterConfig, TargetConfig
 from patcher.drafter.findings import LEVELS, PROBLEM, UNKNOWN, Finding, tally
 from patcher.drafter.fix import FixOutcome
+from patcher.installed import engines
 from patcher.installer.actions import Report
 from patcher.launch import doctor
 from patcher.release.release import Release
@@ -39,7 +40,7 @@ def as_dict(r: Report, strict: bool) -> dict[str, Any]:
     i = r.install
     return {
         "schema": SCHEMA, "action": r.action, "dry_run": r.dry_run, "engine": i.engine, "version": str(i.version),
-        "site": str(i.site), "python": i.python, "changed": r.changed, "notes": r.notes,
+        "site": str(i.site), "python": i.python, "published_files": i.truth, "changed": r.changed, "notes": r.notes,
         "exit": r.exit_code(strict), "reasons": r.reasons(strict), "timings": r.timings,
         "families": [{
             "id": s.family.id, "title": s.family.title, "state": s.state.value, "variant": s.variant,
@@ -64,6 +65,8 @@ def as_text(r: Report, strict: bool, said: dict[str, str] | None = None, quiet: 
     i = r.install
     verb = {"apply": "would apply" if r.dry_run else "applied", "revert": "would revert" if r.dry_run else "reverted"}
     out = [f"{i.engine} {i.version} at {i.site}" + (f" (python: {i.python})" if i.python else "")]
+    if i.truth != engines.RECORD_TRUTH:  # an editable checkout: say what "as published" rests on
+        out.append(f"  published files: {i.truth}")
     for s in r.statuses:
         if quiet and _quiet_ok(r, s, strict):
             continue

@@ -11,6 +11,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -21,6 +22,9 @@ from packaging.version import InvalidVersion, Version
 
 from patcher.errors import EngineError, NotInstalled
 from patcher.installed import _introspect, interpreter
+
+HASH_SHAPE = re.compile(r"sha256=[A-Za-z0-9_-]{43}")
+RECORD_TRUTH = "the wheel's RECORD"
 
 
 def sha256_record(data: bytes) -> str:
@@ -41,6 +45,9 @@ class Install:
     pycache_prefix: str | None
     others: dict[str, str] = field(default_factory=dict)  # other distributions -> version
     shadowed: tuple[str, ...] = ()  # other copies of the engine that Python does not import
+    # What "published" means for these files: the wheel's RECORD, or for an editable checkout
+    # (no RECORD of its files) the hashes the release published, shipped with the patch set.
+    truth: str = "the wheel's RECORD"  # RECORD_TRUTH
 
     def path(self, rel: str) -> Path:
         """Absolute path of an engine file, refusing anything that is not one of its installed files.
@@ -145,8 +152,9 @@ def _describe(engine: str, python: str | None, site: Path | None, wanted: list[s
 
 
 def find(engine: str, *, python: str | None = None, site: Path | None = None,
-         wanted: tuple[str, ...] = ()) -> Install:
-    """The copy of ``engine`` that the target interpreter imports, or an EngineError."""
+         wanted: tuple[str, ...] = (), published: Path | None = None) -> Install:
+    """The copy of ``engine`` that the target interpreter imports, or an EngineError. ``published``:
+    the patch set's folder, whose ``<engine>/published.json`` proves an editable checkout's files."""
     info = _describe(engine, python, site, list(wanted))
     interp = info["executable"]
     label = f"python: {interp}" if interp else f"site: {site}"
@@ -161,28 +169,62 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
         dist_info = Path(copy["dist_info"])
         if dist_info.parent.resolve() == pkg_dir.parent.resolve():
             chosen = copy
-    if chosen is None:
-        places = ", ".join(str(Path(c["dist_info"]).parent) for c in info["copies"])
-        raise EngineError(f"{engine} is imported from {pkg_dir}, not from an installed wheel",
-                          wanted=f"the copy installed at {places}", found=f"{pkg_dir} ({label})",
-                          hint="an editable checkout or PYTHONPATH shadows the wheel; patch the checkout with git, "
-                               "or remove it from the path")
+    source = None
+    if chosen is None or _editable(Path(chosen["dist_info"])) or not (Path(chosen["dist_info"]) / "RECORD").is_file():
+        # An editable checkout (PEP 660's direct_url.json, a legacy develop egg-info without a
+        # RECORD): the files Python imports are the checkout's, and they are the engine's files.
+        source = next((c for c in ([chosen] if chosen else info["copies"]) if _editable(Path(c["dist_info"]))
+                       or not (Path(c["dist_info"]) / "RECORD").is_file()), None)
+        if source is None:
+            places = ", ".join(str(Path(c["dist_info"]).parent) for c in info["copies"])
+            raise EngineError(f"{engine} is imported from {pkg_dir}, not from the copy installed at {places}",
+                              wanted=f"the copy installed at {places}", found=f"{pkg_dir} ({label})",
+                              hint="a folder on PYTHONPATH or sys.path shadows the installed engine: remove it "
+                                   "from the path, or install that folder with 'pip install -e'")
+        chosen = source
     dist_info = Path(chosen["dist_info"])
-    if _editable(dist_info):
-        raise EngineError(f"{engine} is an editable install", found=str(dist_info),
-                          hint="patch your source checkout with 'git apply' on our diffs instead")
     try:
         version = Version(chosen["version"])
     except InvalidVersion:
         raise EngineError(f"{engine} has an invalid version", found=repr(chosen["version"])) from None
     shadowed = tuple(str(Path(c["dist_info"]).parent) for c in info["copies"] if c is not chosen)
-    return Install(engine, version, pkg_dir.parent, dist_info, _record(dist_info), interp,
+    if source is not None:
+        record, truth = _checkout_record(engine, version, pkg_dir, published)
+    else:
+        record, truth = _record(dist_info), RECORD_TRUTH
+    return Install(engine, version, pkg_dir.parent, dist_info, record, interp,
                    info.get("python"), info.get("cache_tag"), info.get("pycache_prefix"),
-                   dict(info.get("others", {})), shadowed)
+                   dict(info.get("others", {})), shadowed, truth)
+
+
+def _checkout_record(engine: str, version: Version, pkg_dir: Path, published: Path | None) -> tuple[dict, str]:
+    """The files of an editable checkout (every ``.py`` under the package Python imports), each with
+    the hash the release published where the patch set ships it (``patches/<engine>/published.json``,
+    the files our variants write), else none: such a file is never pristine, so nothing of ours
+    is written over it."""
+    table: dict = {}
+    if published is not None:
+        try:
+            raw = json.loads((published / engine / "published.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raw = {}
+        got = raw.get(str(version)) if isinstance(raw, dict) else None
+        table = got if isinstance(got, dict) else {}
+    record = {}
+    for path in sorted(pkg_dir.rglob("*.py")):
+        rel = path.relative_to(pkg_dir.parent).as_posix()
+        if plain_rel(rel) and "__pycache__" not in rel:
+            value = table.get(rel, "")
+            record[rel] = value if isinstance(value, str) and HASH_SHAPE.fullmatch(value) else ""
+    where = f"an editable checkout at {pkg_dir.parent}"
+    if not table:
+        return record, (f"{where}: the patch set ships no published hashes for {engine} {version}, so no file "
+                        "of it can be proven as published")
+    return record, f"{where}, proven against the hashes {engine} {version} published (shipped with the patch set)"
 
 
 def locate(engine: str, *, python: str | None = None, site: Path | None = None,
-           wanted: tuple[str, ...] = ()) -> Install:
+           wanted: tuple[str, ...] = (), published: Path | None = None) -> Install:
     """``find`` in the environment the user named (--python or --site; else this interpreter's),
     with both named, or an interpreter that is not Python, said first: how every command that
     acts on one engine finds it."""
@@ -192,7 +234,7 @@ def locate(engine: str, *, python: str | None = None, site: Path | None = None,
     if python is not None:
         interpreter.check(python)
     try:
-        return find(engine, python=python, site=site, wanted=wanted)
+        return find(engine, python=python, site=site, wanted=wanted, published=published)
     except NotInstalled as exc:
         if python is None and site is None:
             raise

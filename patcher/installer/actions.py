@@ -102,10 +102,29 @@ def families(engine: str, opts: Options, every_family: bool = False) -> tuple[Fa
 
 def locate(engine: str, fams: tuple[Family, ...], opts: Options) -> Install:
     wanted = tuple(sorted({r.distribution for f in fams for r in f.requires}))
-    return engines.locate(engine, python=opts.python, site=opts.site, wanted=wanted)
+    return engines.locate(engine, python=opts.python, site=opts.site, wanted=wanted, published=opts.patches)
+
+
+def _unproven_checkout(install: Install, todo: list[Status]) -> None:
+    """An editable checkout has no RECORD: a file we would write must hash as the release published
+    it (patches/<engine>/published.json), else it is someone's edit, or another release's, and
+    the family is a conflict that stops the run (a wheel's RECORD proves the same on revert)."""
+    if install.truth == engines.RECORD_TRUTH:
+        return
+    for s in todo:
+        for fp in s.family.patches[s.variant or ""]:
+            data = install.read(fp.path)
+            if data is None or not install.pristine(fp.path, data):
+                s.state = State.CONFLICT
+                s.detail = (f"{fp.path} is not as {install.engine} {install.version} published it: {install.truth}; "
+                            "nothing of a checkout is written unless it is proven")
+                s.hint = "check the checkout out at the release's tag (git checkout -- FILE), then apply"
+                break
 
 
 def _restore(install: Install) -> str:
+    if install.truth != engines.RECORD_TRUTH:  # an editable checkout: a wheel installed over it is not the way
+        return f"restore the file from the checkout's own history (git -C {install.site} checkout -- FILE)"
     return f"pip install --force-reinstall --no-deps {install.engine}=={install.version}"
 
 
@@ -152,6 +171,8 @@ def verify(engine: str, opts: Options) -> Report:
     clock.lap("locate")
     with write.reading(install, opts.lock_timeout):
         statuses = assess(install, fams, write.read_state(install))
+        _unproven_checkout(install, [s for s in statuses if s.state in (State.PENDING, State.LOST)
+                                     or (s.state is State.UNKNOWN and s.files)])
         interrupted = write.interrupted(install)
         if interrupted:  # the note below promises a rollback: only for a journal the next run can undo
             write.check_rollback(install)
@@ -250,6 +271,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     report = Report("apply", install, statuses, notes=_shadow_notes(install), dry_run=dry, timings=clock.phases)
     todo = [s for s in statuses if s.state in (State.PENDING, State.LOST)
             or (s.state is State.UNKNOWN and s.untested and opts.allow_untested and s.files)]
+    _unproven_checkout(install, todo)
     # All or nothing over what we can place: a conflict or a blocked family stops the run (the
     # files are someone else's, or applying is unsafe). A family no entry places on this release
     # is left as it is, on its own: code moving in a new release must not block the others.
