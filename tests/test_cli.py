@@ -55,15 +55,19 @@ def test_missing_site_dir_is_exit_2(tmp_path):
 
 # --- --json on every exit 2 -----------------------------------------------------------
 
-@pytest.mark.parametrize("argv, what", [
+@pytest.mark.parametrize("argv, what, wanted, found", [
     (("verify", "--engine", "foo", "--json"),
-     "usage: argument --engine: invalid choice: 'foo' (choose from 'vllm', 'sglang', 'all')"),
-    (("verify", "--frobnicate", "--json"), "usage: unrecognized arguments: --frobnicate"),
+     "usage: argument --engine: invalid choice: 'foo' (choose from 'vllm', 'sglang', 'all')",
+     "--engine one of 'vllm', 'sglang', 'all'", "--engine foo"),
+    (("verify", "--frobnicate", "--json"), "usage: unrecognized arguments: --frobnicate",
+     "one of --debug, --engine, --help, --json, --no-probes, --only, --probe-timeout, --python, --quiet, --site, "
+     "--skip, --strict, --verbose", "--frobnicate"),
 ])
-def test_usage_errors_are_json_on_stdout(argv, what):
+def test_usage_errors_are_json_on_stdout(argv, what, wanted, found):
+    """What was wanted and found, like every other error (issue 42: they were empty strings)."""
     code, out, err = cli(*argv)
     assert code == 2
-    assert json.loads(out) == {"schema": "patcher.report/1", "error": {"what": what, "wanted": "", "found": "",
+    assert json.loads(out) == {"schema": "patcher.report/1", "error": {"what": what, "wanted": wanted, "found": found,
                                          "hint": "'patcher verify --help' lists the flags and their defaults"},
                                "exit": 2}
     assert err.splitlines()[0] == f"error: {what}"
@@ -769,3 +773,16 @@ def test_probes_say_on_a_terminal_that_they_run_and_nothing_when_piped(toy_engin
         quiet_err = _Terminal() if extra else io.StringIO()
         assert main(["verify", *map(str, sel), *extra], out=io.StringIO(), err=quiet_err) == 0
         assert quiet_err.getvalue() == "", extra
+
+
+def test_bare_patcher_prints_its_commands_and_exits_0():
+    """As git or pip alone do (issue 42: it was an error)."""
+    code, out, err = cli()
+    assert code == 0 and "usage: patcher" in out and "doctor" in out and not err
+
+
+def test_a_close_flag_is_named_and_doctor_without_dashes_says_where_the_command_goes():
+    code, _, err = cli("apply", "--dry")
+    assert code == 2 and "did you mean --dry-run?" in err and "found:  --dry" in err
+    code, _, err = cli("doctor", "vllm", "serve", "m")
+    assert code == 2 and "hint:   put the server command after '--': patcher doctor [--python P] -- vllm serve m" in err

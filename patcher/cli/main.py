@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import os
+import re
 import signal
 import sys
 import traceback
@@ -245,6 +246,41 @@ def run_drafter(args: argparse.Namespace, out: TextIO, err: TextIO, detect) -> i
         return _error(exc, err, False, out if args.json else None, f"drafter {args.drafter_command}")
 
 
+def _usage_facts(exc: PatcherError, parser: argparse.ArgumentParser, argv: list[str],
+                 command: list[str] | None) -> None:
+    """A usage error says what was wanted and found like every other error: the flags the command
+    takes, the one given; the flag meant when one is close ('--dry' for '--dry-run'); for doctor,
+    that the server command goes after '--'."""
+    import difflib
+
+    choice = re.search(r"argument (\S+): invalid choice: '(.*)' \(choose from (.+)\)$", exc.what)
+    if choice:
+        exc.wanted, exc.found = f"{choice[1]} one of {choice[3]}", f"{choice[1]} {choice[2]}"
+    m = re.search(r"unrecognized arguments: (.+)$", exc.what)
+    words, level = [], parser
+    for a in (a for a in argv if not a.startswith("-")):
+        subs = [x for x in level._actions if isinstance(x, argparse._SubParsersAction)]
+        if not subs or a not in subs[0].choices:
+            break
+        words.append(a)
+        level = subs[0].choices[a]
+    flags = sorted({o for act in level._actions for o in act.option_strings
+                    if o.startswith("--") and act.help is not argparse.SUPPRESS})
+    exc.found = exc.found or (m.group(1) if m else " ".join(argv)[:120])
+    exc.wanted = exc.wanted or (f"one of {', '.join(flags)}" if flags and m else f"patcher {' '.join(words)} ...")
+    if m and words[:1] == ["doctor"] and command is None:
+        exc.hint = ("put the server command after '--': patcher doctor [--python P] -- "
+                    f"{m.group(1)}")
+        return
+    if m:
+        given = m.group(1).split()[0].split("=")[0]
+        names = {f[2:]: f for f in flags}  # compared without the dashes every flag shares
+        close = [f for f in flags if f.startswith(given)][:1] or [
+            names[n] for n in difflib.get_close_matches(given.lstrip("-"), list(names), n=1, cutoff=0.75)]
+        if close:
+            exc.hint = f"did you mean {close[0]}? {exc.hint}"
+
+
 def _help_hint(parser: argparse.ArgumentParser, argv: list[str]) -> str:
     """'patcher verify --help' (or 'patcher drafter check --help') for the command given."""
     words, level = [], parser
@@ -283,6 +319,9 @@ def _stop_writing(out: TextIO) -> None:
 
 
 def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
+    if not argv:  # bare `patcher`: what it can do, as `git` or `pip` alone print, not an error
+        print(_parser().format_help(), file=out, end="")
+        return 0
     command = None
     if argv[:1] == ["doctor"]:  # everything after '--' is the server command, not ours to parse
         from patcher.cli.doctor_cli import split_argv
@@ -294,6 +333,7 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         return int(exc.code or 0) and EXIT_USAGE
     except PatcherError as exc:
         exc.hint = _help_hint(parser, argv) or exc.hint
+        _usage_facts(exc, parser, argv, command)
         name = " ".join([a for a in argv if not a.startswith("-")][:2] if argv[:1] == ["drafter"] else
                         [a for a in argv if not a.startswith("-")][:1])
         return _error(exc, err, False, out if "--json" in argv else None, name)

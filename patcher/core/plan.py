@@ -164,7 +164,10 @@ def undeclared(family: Family, files: Files, version: Version, record: dict | No
         return Status(family, State.UNKNOWN, f"{version} is not a tested release and its files match "
                       f"{' and '.join(map(_entry_name, fits))}{why}: flagged for review, not guessed",
                       hint=_skip_hint(family))
-    if fits and isinstance(fits[0], Variant) and (outside := scope.moved(family, fits[0].id, files)) is not None:
+    # A newer release's scope is read against what the variant was proven on; an older one's (below
+    # every release we cover) holds less of what the family is about, never code we have not seen.
+    newer = family.newest is None or version > family.newest
+    if fits and isinstance(fits[0], Variant) and newer and (outside := scope.moved(family, fits[0].id, files)):
         return Status(family, State.UNKNOWN, f"{version} is not a tested release: its files match variant "
                       f"{fits[0].id} by its hunks, but the family's scope moved: {outside}; flagged for review, "
                       "not guessed", hint=_skip_hint(family))
