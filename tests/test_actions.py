@@ -126,21 +126,22 @@ def test_untested_release_matching_a_pre_image_names_the_flag(venv, tmp_path):
     python, site = venv
     install(python, tmp_path, "3.0")
     st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"))))
-    assert st.state is State.UNKNOWN and st.hint == f"'patcher apply --allow-untested --python {python}' applies it"
+    assert st.state is State.UNKNOWN and st.hint == (f"'patcher apply --allow-untested --python {python}' applies it "
+                                                     "(its pre-image matches byte for byte) and exits 0")
 
 
-def test_untested_release_with_our_post_image_and_no_record_is_applied(venv, tmp_path):
-    """An untested release whose files already hold our variant (state file lost, or applied by an
-    older patcher) is reported applied, not 'no variant fits'. The upstream evidence is made to
-    differ from our post-image so only the variant can explain the files.
-    Survivors plan._unknown in_place = "" / None / `and`."""
+def test_untested_release_with_our_post_image_and_no_record_is_upstream(venv, tmp_path):
+    """An untested release whose files hold our variant's text while our bookkeeping records nothing
+    of ours: the release ships it (upstream took the fix verbatim), so the state is upstream, never
+    'applied' (issue 41: states from facts we own). The upstream evidence is made to differ from
+    our post-image so only the variant's text can explain the files."""
     python, site = venv
     install(python, tmp_path, "3.0", toy.PATCHED)
     patches = family(tmp_path / "p")
     manifest_file = patches / toy.ENGINE / "fix" / "patch.toml"
     manifest_file.write_text(manifest_file.read_text().replace('contains = ["return 2"]', 'contains = ["return 3"]'))
     st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=patches)))
-    assert st.state is State.APPLIED and st.variant == "v1" and st.untested
+    assert st.state is State.UPSTREAM and st.untested and "nothing of ours was written here" in st.detail
     assert st.probes and st.probes[0]["status"] == "passed"
 
 
