@@ -257,13 +257,7 @@ def _usage_facts(exc: PatcherError, parser: argparse.ArgumentParser, argv: list[
     if choice:
         exc.wanted, exc.found = f"{choice[1]} one of {choice[3]}", f"{choice[1]} {choice[2]}"
     m = re.search(r"unrecognized arguments: (.+)$", exc.what)
-    words, level = [], parser
-    for a in (a for a in argv if not a.startswith("-")):
-        subs = [x for x in level._actions if isinstance(x, argparse._SubParsersAction)]
-        if not subs or a not in subs[0].choices:
-            break
-        words.append(a)
-        level = subs[0].choices[a]
+    words, level = _command_words(parser, argv)
     flags = sorted({o for act in level._actions for o in act.option_strings
                     if o.startswith("--") and act.help is not argparse.SUPPRESS})
     exc.found = exc.found or (m.group(1) if m else " ".join(argv)[:120])
@@ -281,8 +275,8 @@ def _usage_facts(exc: PatcherError, parser: argparse.ArgumentParser, argv: list[
             exc.hint = f"did you mean {close[0]}? {exc.hint}"
 
 
-def _help_hint(parser: argparse.ArgumentParser, argv: list[str]) -> str:
-    """'patcher verify --help' (or 'patcher drafter check --help') for the command given."""
+def _command_words(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], argparse.ArgumentParser]:
+    """The (sub)command words given (``["drafter", "check"]``) and the parser of the last one."""
     words, level = [], parser
     for a in (a for a in argv if not a.startswith("-")):
         subs = [x for x in level._actions if isinstance(x, argparse._SubParsersAction)]
@@ -290,6 +284,12 @@ def _help_hint(parser: argparse.ArgumentParser, argv: list[str]) -> str:
             break
         words.append(a)
         level = subs[0].choices[a]
+    return words, level
+
+
+def _help_hint(parser: argparse.ArgumentParser, argv: list[str]) -> str:
+    """'patcher verify --help' (or 'patcher drafter check --help') for the command given."""
+    words, _ = _command_words(parser, argv)
     return f"'patcher {' '.join(words)} --help' lists the flags and their defaults" if words else ""
 
 

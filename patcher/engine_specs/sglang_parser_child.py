@@ -7,31 +7,21 @@ replaced by a recorder, so the fields are read and the GPU and model checks neve
 line per command line asked (several share one import): the marker, then JSON with the values
 of the options doctor reads.
 
-Standard library and the engine only: it runs inside the engine's environment.
+Sent after parser_child_common.py, whose names it uses (Recorded, run).
 """
 
-import contextlib
-import io
-import json
-import sys
+from typing import TYPE_CHECKING
 
-MARK = "@@kimi-patcher-parse@@ "
+if TYPE_CHECKING:  # sent after parser_child_common.py, which defines them
+    from patcher.engine_specs.parser_child_common import Recorded, run
 
 
-class _Recorded(Exception):
-    pass
-
-
-def _say(**result):
-    print(MARK + json.dumps(result, default=str), flush=True)
-
-
-def _parse(line, dests, server_args):
+def parse(line, dests, server_args):
     recorded = {}
 
     def record(self, *args, **kwargs):
         recorded.update({d: getattr(self, d) for d in dests if hasattr(self, d)})
-        raise _Recorded
+        raise Recorded
 
     # The fields as ServerArgs.from_cli_args hands them to the record (its own mapping, e.g.
     # --tensor-parallel-size onto tp_size), before __post_init__'s GPU and model checks. From
@@ -42,7 +32,7 @@ def _parse(line, dests, server_args):
     try:
         made = server_args.prepare_server_args(list(line["argv"]))
         recorded.update({d: getattr(made, d) for d in dests if hasattr(made, d)})
-    except _Recorded:
+    except Recorded:
         pass
     finally:
         if real is not None:
@@ -50,7 +40,7 @@ def _parse(line, dests, server_args):
     return recorded
 
 
-def _table(server_args):
+def table(entry, server_args):
     """Every option string of the parser prepare_server_args builds, and the ones of each dest."""
     import argparse
 
@@ -59,12 +49,12 @@ def _table(server_args):
 
     def capture(self, *args, **kwargs):
         seen["parser"] = self
-        raise _Recorded
+        raise Recorded
 
     argparse.ArgumentParser.parse_args = capture
     try:
         server_args.prepare_server_args(["--model-path", "x"])
-    except _Recorded:
+    except Recorded:
         pass
     finally:
         argparse.ArgumentParser.parse_args = parse_args
@@ -76,30 +66,10 @@ def _table(server_args):
             "abbrev": parser.allow_abbrev}
 
 
-def _one(line, dests, server_args):
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            return {"status": "parsed", "values": _parse(line, dests, server_args)}
-    except SystemExit as exc:
-        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
-        return {"status": "rejected", "code": exc.code, "error": (lines or [f"exit {exc.code}"])[-1][:400]}
-    except Exception as exc:  # the release raises on the line (a config file it cannot read, a bad value)
-        return {"status": "rejected", "code": None, "error": f"{type(exc).__name__}: {exc}"[:400]}
+def load():
+    from sglang.srt import server_args
+
+    return server_args
 
 
-def main():
-    req = json.loads(sys.argv[1])
-    try:
-        from sglang.srt import server_args
-    except BaseException as exc:  # an import that fails in any way: the parser cannot run here
-        _say(status="unavailable", error=f"{type(exc).__name__}: {exc}"[:300])
-        return
-    if req.get("table"):
-        with contextlib.redirect_stderr(io.StringIO()):
-            _say(status="table", **_table(server_args))
-    for line in req["lines"]:
-        _say(**_one(line, req["dests"], server_args))
-
-
-main()
+run(load, parse, table)

@@ -9,25 +9,14 @@ the parsed namespace, with ``SpeculativeConfig`` replaced by a recorder: the rea
 target's config). Nothing is started. Prints one line per command line asked (several share
 one import): the marker, then JSON.
 
-Standard library and the engine only: it runs inside the engine's environment.
+Sent after parser_child_common.py, whose names it uses (Recorded, run).
 """
 
-import contextlib
 import inspect
-import io
-import json
-import re
-import sys
+from typing import TYPE_CHECKING
 
-MARK = "@@kimi-patcher-parse@@ "
-
-
-class _Recorded(Exception):
-    pass
-
-
-def _say(**result):
-    print(MARK + json.dumps(result, default=str), flush=True)
+if TYPE_CHECKING:  # sent after parser_child_common.py, which defines them
+    from patcher.engine_specs.parser_child_common import Recorded, run
 
 
 def _cpu_platform_where_none():
@@ -55,7 +44,7 @@ def _serve_parser(entry):
     return parser, parser
 
 
-def _parse(line):
+def parse(line, dests, loaded):
     from vllm.engine import arg_utils
 
     top, _ = _serve_parser(line["entry"])
@@ -69,7 +58,7 @@ def _parse(line):
 
     def record(**kwargs):
         recorded.update(kwargs)
-        raise _Recorded
+        raise Recorded
 
     # EngineArgs.create_speculative_config run on the parsed namespace itself: the release's own
     # merge of --spec-* into --speculative-config (and its refusals), without building EngineArgs,
@@ -81,7 +70,7 @@ def _parse(line):
     speculative = None
     try:
         create(args, *[None] * len(params))
-    except _Recorded:
+    except Recorded:
         speculative = {k: v for k, v in recorded.items() if not k.startswith("target_")}
     finally:
         arg_utils.SpeculativeConfig = real
@@ -93,7 +82,7 @@ def _parse(line):
     }
 
 
-def _table(entry):
+def table(entry, loaded):
     """Every option string of the serve parser, and the ones of each dest (tests generate spellings)."""
     _, parser = _serve_parser(entry)
     dests = {}
@@ -103,36 +92,9 @@ def _table(entry):
             "abbrev": parser.allow_abbrev}
 
 
-def _one(line):
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            return {"status": "parsed", "values": _parse(line)}
-    except SystemExit as exc:
-        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
-        return {"status": "rejected", "code": exc.code, "error": _plain((lines or [f"exit {exc.code}"])[-1])}
-    except Exception as exc:  # the release raises on the line (mutually exclusive options, a bad value)
-        return {"status": "rejected", "code": None, "error": _plain(f"{type(exc).__name__}: {exc}")}
+def load():
+    import vllm.engine.arg_utils  # noqa: F401
+    import vllm.entrypoints.cli.serve  # noqa: F401
 
 
-def _plain(text):
-    """Without memory addresses (``<function loads at 0x7f...>``): the same line reads the same."""
-    return re.sub(r" at 0x[0-9a-f]+", "", text)[:400]
-
-
-def main():
-    req = json.loads(sys.argv[1])
-    try:
-        import vllm.engine.arg_utils  # noqa: F401
-        import vllm.entrypoints.cli.serve  # noqa: F401
-    except BaseException as exc:  # an import that fails in any way: the parser cannot run here
-        _say(status="unavailable", error=f"{type(exc).__name__}: {exc}"[:300])
-        return
-    if req.get("table"):
-        with contextlib.redirect_stderr(io.StringIO()):
-            _say(status="table", **_table(req["table"]))
-    for line in req["lines"]:
-        _say(**_one(line))
-
-
-main()
+run(load, parse, table)

@@ -161,7 +161,8 @@ def unsure(cmd: LaunchCommand) -> tuple[str, ...]:
 def _run(python: str, install: Install, child: str, req: dict) -> dict:
     """The child's answers: {"lines": [one answer per line asked], "table": ...}, or one
     "unavailable" answer for all when the parser does not import or the child dies."""
-    script = (Path(engine_specs.__file__).with_name(child)).read_text()
+    here = Path(engine_specs.__file__).parent
+    script = (here / "parser_child_common.py").read_text() + "\n" + (here / child).read_text()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
     if not install.python:  # --site: ours, with the site first on the path (as the probes run)
         env["PYTHONPATH"] = os.pathsep.join([str(install.site), *filter(None, [env.get("PYTHONPATH")])])
