@@ -43,6 +43,15 @@ def one(parse, line, dests, loaded):
         return {"status": "rejected", "code": None, "error": plain(f"{type(exc).__name__}: {exc}")}
 
 
+def option_table(parser):
+    """Every option string of an argparse parser, the ones of each dest, and whether it takes prefixes."""
+    dests = {}
+    for action in parser._actions:
+        dests.setdefault(action.dest, []).extend(action.option_strings)
+    return {"options": sorted(o for opts in dests.values() for o in opts), "dests": dests,
+            "abbrev": parser.allow_abbrev}
+
+
 def run(load, parse, table):
     req = json.loads(sys.argv[1])
     try:

@@ -13,7 +13,7 @@ Sent after parser_child_common.py, whose names it uses (Recorded, run).
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # sent after parser_child_common.py, which defines them
-    from patcher.engine_specs.parser_child_common import Recorded, run
+    from patcher.engine_specs.parser_child_common import Recorded, option_table, run
 
 
 def parse(line, dests, server_args):
@@ -59,11 +59,7 @@ def table(entry, server_args):
     finally:
         argparse.ArgumentParser.parse_args = parse_args
     parser = seen["parser"]
-    dests = {}
-    for action in parser._actions:
-        dests.setdefault(action.dest, []).extend(action.option_strings)
-    return {"options": sorted(o for opts in dests.values() for o in opts), "dests": dests,
-            "abbrev": parser.allow_abbrev}
+    return option_table(parser)
 
 
 def load():

@@ -16,7 +16,7 @@ import inspect
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # sent after parser_child_common.py, which defines them
-    from patcher.engine_specs.parser_child_common import Recorded, run
+    from patcher.engine_specs.parser_child_common import Recorded, option_table, run
 
 
 def _cpu_platform_where_none():
@@ -85,11 +85,7 @@ def parse(line, dests, loaded):
 def table(entry, loaded):
     """Every option string of the serve parser, and the ones of each dest (tests generate spellings)."""
     _, parser = _serve_parser(entry)
-    dests = {}
-    for action in parser._actions:
-        dests.setdefault(action.dest, []).extend(action.option_strings)
-    return {"options": sorted(o for opts in dests.values() for o in opts), "dests": dests,
-            "abbrev": parser.allow_abbrev}
+    return option_table(parser)
 
 
 def load():
