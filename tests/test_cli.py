@@ -786,3 +786,16 @@ def test_a_close_flag_is_named_and_doctor_without_dashes_says_where_the_command_
     assert code == 2 and "did you mean --dry-run?" in err and "found:  --dry" in err
     code, _, err = cli("doctor", "vllm", "serve", "m")
     assert code == 2 and "hint:   put the server command after '--': patcher doctor [--python P] -- vllm serve m" in err
+
+
+@pytest.mark.wheels
+def test_quiet_verify_still_says_a_file_was_edited_after_apply(tmp_path):
+    """-q prints what is not ok; a warning is not ok (issue 42: a CI job running verify -q never
+    learnt that someone edited a patched file)."""
+    site = install(tmp_path, "sglang", "0.5.9")
+    code, out, _ = cli("apply", "--engine", "sglang", "--site", site, "--no-probes", "--only", "k25-aux-capture")
+    assert code == 0, out
+    patched = Path(site) / "sglang/srt/models/kimi_k25.py"
+    patched.write_text("# a local edit\n" + patched.read_text())  # away from our hunks: still applied
+    code, out, _ = cli("verify", "--engine", "sglang", "--site", site, "--no-probes", "-q", "--only", "k25-aux-capture")
+    assert code == 0 and "changed since apply" in out and "sglang/k25-aux-capture" in out, out

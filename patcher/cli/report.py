@@ -103,12 +103,13 @@ def as_text(r: Report, strict: bool, said: dict[str, str] | None = None, quiet: 
 
 
 def _quiet_ok(r: Report, s, strict: bool) -> bool:
-    """A family -q leaves out: ok, no failed probe, and (under --strict) nothing that fails the run."""
+    """A family -q leaves out: ok, no failed probe, no warning (a CI job running -q must still learn
+    that a patched file was edited after apply), and under --strict nothing that fails the run."""
     if r.action == "revert" and s.state is State.PENDING:
         return True
-    if _mark(s) != "ok":
+    if _mark(s) != "ok" or s.warnings:
         return False
-    return not (strict and (s.warnings or s.untested or any(p["status"] != "passed" for p in s.probes)))
+    return not (strict and (s.untested or any(p["status"] != "passed" for p in s.probes)))
 
 
 _UNLESS = re.compile(r" unless (\S+/\S+) is applied")
