@@ -1,7 +1,8 @@
 """patcher/installed/engines.py: which copy of the engine Python imports, found without importing it; an
-editable install, a copy without dist-info shadowing the wheel, a second installed copy, and an
-unreadable site-packages each get a clear error (exit 2) and zero bytes changed, or patch only
-the copy Python imports (toy_copies' engine, every file hashed before and after)."""
+editable install without published hashes (a conflict, nothing written), a copy without
+dist-info shadowing the wheel, a second installed copy, and an unreadable site-packages each get a
+clear error and zero bytes changed, or patch only the copy Python imports (toy_copies' engine,
+every file hashed before and after)."""
 
 from __future__ import annotations
 
@@ -23,13 +24,17 @@ def env(base_venv, tmp_path) -> Env:
     return new_env(base_venv, tmp_path / "e")
 
 
-def test_editable_install(env):
+def test_editable_install_without_published_hashes_writes_nothing(env):
+    """An editable install is an install (issue 42; tests/test_editable.py on real releases), but
+    with no published hashes for its release nothing proves its files are as published: every
+    family is a conflict, exit 1, and no byte changes."""
     (info,) = env.site.glob(f"{ENGINE}-*.dist-info")
     (info / "direct_url.json").write_text(json.dumps({"url": "file:///x", "dir_info": {"editable": True}}))
-    rep = refused(env, 2)
-    assert "editable" in rep.what, rep
-    refused(env, 2, action="verify")
-    refused(env, 2, action="revert")
+    rep = refused(env, 1)
+    assert "ships no published hashes" in rep.install.truth, rep.install.truth
+    assert {s.state.value for s in rep.statuses} == {"conflict"}, rep.statuses
+    refused(env, 1, action="verify")
+    refused(env, 0, action="revert")  # nothing of ours there: revert's goal holds
 
 
 def test_shadow_copy_without_dist_info_on_pythonpath(env, tmp_path, monkeypatch):
@@ -38,7 +43,7 @@ def test_shadow_copy_without_dist_info_on_pythonpath(env, tmp_path, monkeypatch)
     monkeypatch.setenv("PYTHONPATH", str(shadow))
     before = snapshot(shadow)
     rep = refused(env, 2)
-    assert "not from an installed wheel" in rep.what, rep
+    assert "not from the copy installed at" in rep.what, rep
     assert snapshot(shadow) == before
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from patcher import __version__, engine_specs
-from patcher.cli.report import SCHEMA, as_dict, as_text, summary
+from patcher.cli.report import SCHEMA, as_dict, as_text, grouped, summary
 from patcher.core import catalogue, manifest, selection
 from patcher.errors import NotInstalled, PatcherError
 from patcher.installer import actions
@@ -220,7 +220,7 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                            hint=f"point {given} at the environment that runs the engine" if given
                            else "pass --python or --site for the engine's environment")
     code = max(r.exit_code(opts.strict) for r in reports)
-    why = "exit 1: " + "; ".join(w for r in reports for w in r.reasons(opts.strict))
+    why = "exit 1: " + "; ".join(grouped([w for r in reports for w in r.reasons(opts.strict)]))
     if args.json:
         patch_set = catalogue.identity(opts.patches)  # which diffs ran, for a bug report
         print(json.dumps([{**as_dict(r, opts.strict), "patch_set": patch_set} for r in reports], indent=1), file=out)

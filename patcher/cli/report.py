@@ -92,7 +92,7 @@ def as_text(r: Report, strict: bool, said: dict[str, str] | None = None, quiet: 
             out.append(f"       probe {p['id']}: {p['status']}{extra}{took}")
         if s.hint and s.state not in (State.APPLIED, State.UPSTREAM) and not (
                 r.action == "revert" and s.state in (State.PENDING, State.UNKNOWN)):  # what revert is for
-            out.append(f"       hint: {s.hint}")
+            out.append(_once("hint", s.hint, fid, said))
     if r.action in verb and not (quiet and not r.changed):
         idle = "nothing" if r.reasons(strict) else "nothing (already in the wanted state)"
         out.append(f"  {verb[r.action]}: {', '.join(r.changed) if r.changed else idle}")
@@ -135,6 +135,28 @@ def _required(s) -> tuple[str, ...]:
 def _once(label: str, text: str, fid: str, said: dict[str, str]) -> str:
     first = said.setdefault(text, fid)
     return f"       {label}: {text}" if first == fid else f"       {label}: as for {first} above"
+
+
+def grouped(reasons: list[str]) -> list[str]:
+    """The exit line's reasons, families in one state said once ("a, b and c are lost"): after an
+    upgrade seven families read lost, and seven clauses said the same thing."""
+    out: list[str] = []
+    by_state: dict[str, list[str]] = {}
+    for reason in reasons:
+        fid, _, state = reason.partition(" ")
+        if "/" in fid and state.startswith(("is ", "are ")) and ":" not in state:
+            by_state.setdefault(state.removeprefix("is "), []).append(fid)
+            if len(by_state[state.removeprefix("is ")]) == 1:
+                out.append(state.removeprefix("is "))  # a place holder, filled below, in first-seen order
+        else:
+            out.append(reason)
+    return [_families_are(by_state[r], r) if r in by_state else r for r in out]
+
+
+def _families_are(fids: list[str], state: str) -> str:
+    if len(fids) == 1:
+        return f"{fids[0]} is {state}"
+    return f"{', '.join(fids[:-1])} and {fids[-1]} are {state}"
 
 
 def summary(reports: list[Report]) -> str:
