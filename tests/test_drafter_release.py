@@ -201,6 +201,7 @@ def test_python_and_site_together_are_a_usage_error(tmp_path: Path) -> None:
     code, out, err = cli("drafter", "check", str(tmp_path), "--python", "python3", "--site", str(tmp_path))
     assert (code, out) == (2, "")
     assert err.splitlines() == ["error: usage: argument --site: not allowed with argument --python",
+                                "  wanted: --python or --site, not both", "  found:  --python and --site",
                                 "  hint:   'patcher drafter check --help' lists the flags and their defaults"]
 
 

@@ -256,6 +256,9 @@ def _usage_facts(exc: PatcherError, parser: argparse.ArgumentParser, argv: list[
     choice = re.search(r"argument (\S+): invalid choice: '(.*)' \(choose from (.+)\)$", exc.what)
     if choice:
         exc.wanted, exc.found = f"{choice[1]} one of {choice[3]}", f"{choice[1]} {choice[2]}"
+    both = re.search(r"argument (\S+): not allowed with argument (\S+)$", exc.what)
+    if both:
+        exc.wanted, exc.found = f"{both[2]} or {both[1]}, not both", f"{both[2]} and {both[1]}"
     m = re.search(r"unrecognized arguments: (.+)$", exc.what)
     words, level = _command_words(parser, argv)
     flags = sorted({o for act in level._actions for o in act.option_strings

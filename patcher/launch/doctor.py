@@ -27,7 +27,7 @@ from patcher.installer import actions
 from patcher.launch import command_checks, launch_checks
 from patcher.release import launch_facts, release_parser
 from patcher.release.launch_command import LaunchCommand, effective_env
-from patcher.release.release import Release, from_install, located_by
+from patcher.release.release import Release, from_statuses, located_by
 
 SCHEMA = "patcher.doctor/1"
 GO, NO_GO, CANNOT_TELL = "go", "no-go", "cannot tell"
@@ -114,7 +114,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
         # The command starts one engine and this environment has the other: nothing else can be judged.
         raise EngineMismatch(cmd, other, missing) from None
     install = report.install
-    release = replace(from_install(install), located_by=located_by(python, site))
+    release = replace(from_statuses(install, report.statuses), located_by=located_by(python, site))
     by = f" (located by {python}, the command's interpreter)" if python and python == cmd.python else ""
     launch.insert(0, ok("launch.engine", f"the command starts {cmd.engine}; {release.label()} is installed at "
                                          f"{install.site}{by}"))

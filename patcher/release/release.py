@@ -103,7 +103,12 @@ def from_install(install: Install, source: str = "installed", patches: Path = ma
     from patcher.core.plan import assess
 
     fams = manifest.load_all(patches, (install.engine,))
-    states = [FamilyState.of(st, install.version) for st in assess(install, fams, write.read_state(install))]
+    return from_statuses(install, assess(install, fams, write.read_state(install)), source)
+
+
+def from_statuses(install: Install, statuses: list[Status], source: str = "installed") -> Release:
+    """The release as a verify report found it (doctor: the family states are computed once)."""
+    states = [FamilyState.of(st, install.version) for st in statuses]
     return Release(install.engine, install.version, source, tuple(states), install.site, install.python)
 
 
