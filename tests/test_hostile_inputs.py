@@ -123,6 +123,24 @@ def test_target_that_is_a_symlink(env, tmp_path):
     (env.site / "toyengine/core.py").symlink_to("core_real.py")
     rep = refused(env, 2)
     assert "symlink" in rep.what, rep
+    assert "--link-mode=copy" in rep.hint, rep.hint  # uv's symlink mode: the reinstall that works
+
+
+def test_hardlinked_files_are_replaced_not_written_through(env, tmp_path):
+    """uv installs by hard links into its cache (vLLM's own image: uv pip install --system): apply
+    writes a new file and renames it into place, so the cache, and every venv sharing it, keeps
+    the published bytes; revert puts them back in the site."""
+    cache = tmp_path / "uv-cache"
+    cache.mkdir()
+    for rel in ("toyengine/core.py", "toyengine/other.py"):
+        os.link(env.site / rel, cache / rel.replace("/", "_"))
+    assert run("apply", env.opts())[0] == 0
+    assert (env.site / "toyengine/core.py").read_bytes() != PRISTINE["toyengine/core.py"]
+    for rel in ("toyengine/core.py", "toyengine/other.py"):
+        assert (cache / rel.replace("/", "_")).read_bytes() == PRISTINE[rel]
+        assert (env.site / rel).stat().st_ino != (cache / rel.replace("/", "_")).stat().st_ino
+    assert run("revert", env.opts())[0] == 0
+    assert (env.site / "toyengine/core.py").read_bytes() == PRISTINE["toyengine/core.py"]
 
 
 # --- read-only and full disks
@@ -176,6 +194,8 @@ def test_read_only_site_packages(env, monkeypatch):
     _deny_writes(monkeypatch, env.site)
     rep = refused(env, 2)
     assert "cannot write" in rep.what or "failed" in rep.what, rep
+    # a read-only file system is no question of which user runs it (issue 42)
+    assert "read-only" in rep.hint and "user that owns" not in rep.hint, rep.hint
     rep = refused(env, 2, action="revert")
 
 

@@ -186,7 +186,7 @@ def _open_lock(install: Install) -> int:
             continue
         except OSError as exc:
             raise WriteError(f"cannot write in {install.site}", found=exc.strerror or str(exc),
-                             hint="run as the user that owns the environment (in Docker: before USER)") from None
+                             hint=_not_writable(exc)) from None
     raise WriteError(f"cannot write in {install.site}", found="our folder vanished each time we made it",
                      hint="is another tool removing files in this environment?")
 
@@ -349,6 +349,15 @@ def _undo(install: Install, forget_pyc: Callable[[list[str]], object]) -> bool:
     except WriteError:
         return False
     return True
+
+
+def _not_writable(exc: OSError) -> str:
+    """What to do, by why: a read-only file system is no permission problem (a read-only image
+    layer, a mount, a container started with --read-only: apply in the image build)."""
+    if exc.errno == errno.EROFS:
+        return ("the file system is read-only: apply in the Docker build (a RUN step before the image is "
+                "used read-only), or on a writable mount of the environment")
+    return "run as the user that owns the environment (in Docker: before USER)"
 
 
 def _write_error(exc: OSError, install: Install, rolled_back: bool) -> WriteError:

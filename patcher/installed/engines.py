@@ -25,6 +25,10 @@ from patcher.installed import _introspect, interpreter
 
 HASH_SHAPE = re.compile(r"sha256=[A-Za-z0-9_-]{43}")
 RECORD_TRUTH = "the wheel's RECORD"
+# uv's --link-mode=symlink leaves every installed file a symlink into its cache (a write would
+# edit the cache, and every venv sharing it); copies are what pip and uv's default make.
+_REINSTALL = ("reinstall the engine as copies: 'uv pip install --link-mode=copy --reinstall-package ENGINE ...' "
+              "(uv's symlink mode), or 'pip install --force-reinstall --no-deps ENGINE==VERSION'")
 
 
 def sha256_record(data: bytes) -> str:
@@ -64,13 +68,13 @@ class Install:
         real = Path(os.path.realpath(p))
         if not _inside(real, root):
             raise EngineError(f"{rel} leads outside site-packages", wanted=str(self.site), found=str(real),
-                              hint="we never read or write through symlinks; reinstall the engine")
+                              hint=f"we never read or write through symlinks; {_REINSTALL}")
         if p.is_symlink():
             raise EngineError(f"{rel} is a symlink", wanted="a regular file", found=f"symlink to {real}",
-                              hint="we never write through symlinks; reinstall the engine")
+                              hint=f"we never write through symlinks; {_REINSTALL}")
         if real != root / rel:
             raise EngineError(f"{rel} passes through a symlinked directory", wanted=str(root / rel),
-                              found=str(real), hint="we never write through symlinks; reinstall the engine")
+                              found=str(real), hint=f"we never write through symlinks; {_REINSTALL}")
         return p
 
     def read(self, rel: str) -> bytes | None:
