@@ -305,11 +305,19 @@ def test_dry_runs_exit_as_the_real_run_would(tmp_path):
     assert cli("apply", *sel, "--dry-run")[:2] == (0, f"sglang 0.5.9 at {site}\n  todo sglang/k25-aux-capture: "
                                                    "pending [v1]: variant v1 is not applied yet\n       hint: run "
                                                    f"'patcher apply --site {site}'\n  would apply: "
-                                                   "sglang/srt/models/kimi_k25.py\n")
-    assert cli("apply", *sel)[0] == 0
+                                                   "sglang/srt/models/kimi_k25.py\nexit 0: 1 family would be in "
+                                                   "the wanted state (1 to apply); probes: not run\n")
+    assert cli("apply", *sel)[:2] == (0, f"sglang 0.5.9 at {site}\n  ok   sglang/k25-aux-capture: applied [v1]: "
+                                      "variant v1 is in place\n  applied: sglang/srt/models/kimi_k25.py\n"
+                                      "exit 0: 1 family in the wanted state (1 applied); probes: not run\n")
+    assert cli("apply", *sel, "-q")[:2] == (0, "")  # nothing to change, nothing to say
     code, out, _ = cli("revert", *sel, "--dry-run")
-    assert code == 0 and out.splitlines()[-1] == "  would revert: sglang/srt/models/kimi_k25.py"
-    assert cli("revert", *sel)[0] == 0
+    assert code == 0 and out.splitlines()[-2:] == [
+        "  would revert: sglang/srt/models/kimi_k25.py",
+        "exit 0: 1 family would be in the wanted state (1 to revert); probes: not run"]
+    code, out, _ = cli("revert", *sel)
+    assert code == 0 and out.splitlines()[-1] == (
+        "exit 0: 1 family in the wanted state (1 as published); probes: not run")
 
 
 # --- nothing of ours left after a full revert -----------------------------------------
@@ -630,10 +638,38 @@ def test_probes_that_could_not_import_say_the_proof_is_still_to_come(toy_engine,
     manifest_file.write_text(manifest_file.read_text() + GPU_PROBE)
     (patches / toy.ENGINE / "fix" / "probes.py").write_text(toy.PROBES + "\n\ndef has_kernels(mod):\n    pass\n")
     code, out, _ = cli("apply", *sel)
-    assert code == 0 and out.splitlines()[-1] == (
+    assert code == 0 and out.splitlines()[-1] == ("exit 0: 1 family in the wanted state (1 applied); "
+                                                  "probes: 1 passed, 1 not importable")
+    assert out.splitlines()[-2] == (
         f"  note: 1 of 2 probes could not import here (missing toycuda), so they prove nothing yet; run "
         f"'patcher verify --site {site}' where the engine runs (the GPU host, after start-up) for the full proof")
     assert "       probe gpu-kernels: not importable: missing module toycuda" in out.splitlines()
+
+
+def test_hints_name_the_command_as_the_user_runs_it(tmp_path, monkeypatch, toy_engine):
+    """Run as '.venv/bin/python -m patcher' with no 'patcher' on PATH (the README's set-up), a hint's
+    'patcher apply' would run nothing or another install (issue 42): text names the command as run;
+    JSON keeps the plain name; a console script beside the interpreter is 'patcher' again."""
+    from patcher.cli.main import as_invoked
+
+    _, sel, _ = toy_engine
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    prog = as_invoked(str(venv / "python"))
+    assert prog == "venv/bin/python -m patcher"
+    out = io.StringIO()
+    sel = [str(w) for w in sel]
+    assert main(["verify", *sel, "--no-probes"], out=out, err=io.StringIO(), prog=prog) == 1
+    assert "hint: run 'venv/bin/python -m patcher apply" in out.getvalue() and "'patcher " not in out.getvalue()
+    out = io.StringIO()
+    main(["verify", *sel, "--no-probes", "--json"], out=out, err=io.StringIO(), prog=prog)
+    assert "'patcher apply" in out.getvalue()
+    (venv / "patcher").write_text("#!/bin/sh\n")
+    (venv / "patcher").chmod(0o755)
+    monkeypatch.setenv("PATH", str(venv))
+    assert as_invoked(str(venv / "python")) == "patcher"
 
 
 def test_list_shows_each_family_by_release_with_ranges_lower_bound_first():
@@ -684,11 +720,12 @@ def test_vllm_turn_on_line_names_one_option_spelling_and_real_sizes():
 
 def test_the_references_version_example_counts_what_ships():
     """Issue 34 item 9: a count in the docs is generated or tested; this one said 9 and 40 when 15 and
-    72 shipped. The hash is an example (it changes with every patch file); the counts are not."""
+    72 shipped. The hash changes with every patch file, so the example names its shape (issue 42:
+    a hash copied into the docs is stale at the next patch); the counts are checked."""
     from patcher.core import manifest
 
     text = (ROOT / "docs" / "reference.md").read_text()
-    m = re.search(r"`patcher \S+ \(patch set: (\d+) families, (\d+) variants, sha256 [0-9a-f]{12}\)`", text)
+    m = re.search(r"`patcher \S+ \(patch set: (\d+) families, (\d+) variants, sha256 <12 hex digits>\)`", text)
     fams = manifest.load_all()
     assert m and (int(m[1]), int(m[2])) == (len(fams), sum(len(f.variants) for f in fams))
 
@@ -727,7 +764,8 @@ def test_quiet_prints_only_what_is_not_ok_and_the_closing_line(toy_engine):
     assert code == 1 and lines[1].startswith("  todo toyengine/fix: pending") and lines[2].startswith("       hint: ")
     assert lines[-1].startswith("exit 1: toyengine/fix is pending") and len(lines) == 4
     code, out, _ = cli("apply", *sel, "--no-probes", "--quiet")
-    assert code == 0 and out.splitlines()[1:] == ["  applied: toyengine/core.py"]  # no turn-on, no ok lines
+    assert code == 0 and out.splitlines()[1:] == [  # no turn-on, no ok lines
+        "  applied: toyengine/core.py", "exit 0: 1 family in the wanted state (1 applied); probes: not run"]
     code, out, _ = cli("apply", *sel, "--no-probes", "-q")
     assert (code, out) == (0, "")
     code, out, _ = cli("verify", *sel, "--no-probes", "-q")
@@ -743,7 +781,7 @@ def test_verbose_says_what_was_checked_and_how_long_each_phase_took(toy_engine):
     assert code == 0 and "       file toyengine/core.py: applied" in lines
     probe = [ln for ln in lines if ln.lstrip().startswith("probe ")]
     assert probe and all(re.search(r": passed \(toyengine(\.\w+)* imported in \d+\.\d\d s\)$", ln) for ln in probe)
-    took = re.fullmatch(r"  took: locate (\S+) s, read (\S+) s, write (\S+) s, probes (\S+) s", lines[-1])
+    took = re.fullmatch(r"  took: locate (\S+) s, read (\S+) s, write (\S+) s, probes (\S+) s", lines[-2])
     assert took and all(float(x) >= 0 for x in took.groups())
     code, out, _ = cli("verify", *sel, "--no-probes")  # without -v: neither files nor timings
     assert code == 0 and "file toyengine" not in out and "took:" not in out

@@ -402,10 +402,20 @@ def test_bad_engine_version_is_usage_error(tmp_path: Path) -> None:
                               "  found:  'new'\n"))
 
 
-def test_missing_drafter_folder(tmp_path: Path) -> None:
+def test_missing_drafter_folder(tmp_path: Path, monkeypatch) -> None:
+    """Each way a folder is missed gets the hint that fits it (issue 42: a missing path was told
+    to 'pass the folder, not a file inside it')."""
     code, _, err = run(["check", str(tmp_path / "nope")])
-    assert code == 2
-    assert err.splitlines()[0] == f"error: {tmp_path / 'nope'}: not a folder"
+    assert code == 2 and err.splitlines()[0] == f"error: {tmp_path / 'nope'}: no such folder"
+    assert err.splitlines()[-1] == "  hint:   check the path"
+    (tmp_path / "config.json").write_text("{}")
+    code, _, err = run(["check", str(tmp_path / "config.json")])
+    assert code == 2 and err.splitlines()[-1] == f"  hint:   pass the folder, not a file inside it: {tmp_path}"
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(["check", "./nope"])
+    assert code == 2 and err.splitlines()[-1] == f"  hint:   check the path; it is read from {tmp_path}"
+    code, _, err = run(["check", "lightseekorg/kimi-k2.5-eagle3"])
+    assert code == 2 and "huggingface-cli download lightseekorg/kimi-k2.5-eagle3 --local-dir kimi-k2.5-eagle3" in err
 
 
 # --- fix -----------------------------------------------------------------------------------

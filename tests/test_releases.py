@@ -154,6 +154,15 @@ def test_versions_md_is_current():
         "VERSIONS.md is stale: run 'python -m patcher.core.matrix'"
 
 
+def test_the_matrix_writes_only_into_a_checkout(tmp_path, monkeypatch, capsys):
+    """Installed without -e, ROOT is site-packages: the matrix goes to stdout, nothing is written
+    there (issue 42: it wrote VERSIONS.md into site-packages)."""
+    monkeypatch.setattr(matrix, "ROOT", tmp_path)
+    assert matrix.main([]) == 2 and list(tmp_path.iterdir()) == []
+    got = capsys.readouterr()
+    assert got.out == matrix.render() and "is not one" in got.err
+
+
 def test_no_release_is_unknown():
     cells = [(e, v, f.id) for e, v in RELEASES for f in manifest.load_all(manifest.PATCHES, (e,))
              if matrix.cell(f, v) == "UNKNOWN"]

@@ -13,6 +13,7 @@ place that turns reports and errors into output and exit codes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -21,7 +22,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from patcher import __version__, engine_specs
 from patcher.cli.report import SCHEMA, as_dict, as_text, grouped, summary
@@ -224,15 +225,15 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.json:
         patch_set = catalogue.identity(opts.patches)  # which diffs ran, for a bug report
         print(json.dumps([{**as_dict(r, opts.strict), "patch_set": patch_set} for r in reports], indent=1), file=out)
-    else:
-        said: dict[str, str] = {}  # each warning and 'turn on' text once per run
-        for r in reports:
-            for line in as_text(r, opts.strict, said, quiet=args.quiet, verbose=args.verbose):
-                print(line, file=out)
-    if code and not args.json:  # a non-zero exit always says why, last (JSON: each report's "reasons")
-        print(why, file=out)
-    elif args.command == "verify" and not args.json:  # and a clean one what it found, last
-        print(summary(reports), file=out)
+        return code
+    said: dict[str, str] = {}  # each warning and 'turn on' text once per run
+    lines = [line for r in reports for line in as_text(r, opts.strict, said, quiet=args.quiet, verbose=args.verbose)]
+    if code:  # a non-zero exit always says why, last (JSON: each report's "reasons")
+        lines.append(why)
+    elif lines or args.command == "verify":  # a clean one what it found (a -q no-op apply: nothing)
+        lines.append(summary(reports))
+    for line in lines:
+        print(line, file=out)
     return code
 
 
@@ -296,11 +297,46 @@ def _help_hint(parser: argparse.ArgumentParser, argv: list[str]) -> str:
     return f"'patcher {' '.join(words)} --help' lists the flags and their defaults" if words else ""
 
 
-def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def as_invoked(python: str) -> str:
+    """How the user runs us, for the commands hints name: 'patcher' where that console script is
+    this install's (beside ``python``), else ``python -m patcher`` (a venv not on PATH: the
+    README's set-up, where a bare 'patcher' runs another install or none)."""
+    import shutil
+
+    script = shutil.which("patcher")
+    if script and Path(script).resolve().parent == Path(python).parent.resolve():
+        return "patcher"
+    shown = Path(python)
+    with contextlib.suppress(ValueError):  # .venv/bin/python, as the README's set-up types it
+        if Path.cwd() != Path(Path.cwd().anchor):
+            shown = Path(python).absolute().relative_to(Path.cwd())
+    return f"{shown} -m patcher"
+
+
+class _Renamed:
+    """A text stream whose 'patcher <command>' reads '<prog> <command>' (JSON keeps the plain name)."""
+
+    COMMAND = re.compile(r"(?<![\w./-])patcher(?= (?:apply|verify|revert|doctor|drafter|list|port)\b)")
+
+    def __init__(self, stream: TextIO, prog: str):
+        self.stream, self.prog = stream, prog
+
+    def write(self, text: str) -> int:
+        return self.stream.write(self.COMMAND.sub(self.prog, text))
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None,
+         prog: str = "patcher") -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    argv = sys.argv[1:] if argv is None else argv
+    if prog != "patcher" and "--json" not in argv:
+        out, err = cast(TextIO, _Renamed(out, prog)), cast(TextIO, _Renamed(err, prog))
     try:
-        code = _main(sys.argv[1:] if argv is None else argv, out, err)
+        code = _main(argv, out, err)
         out.flush()  # here, not at interpreter exit, where a closed pipe could no longer be handled
         return code
     except BrokenPipeError:

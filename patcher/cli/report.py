@@ -81,7 +81,7 @@ def as_text(r: Report, strict: bool, said: dict[str, str] | None = None, quiet: 
             out.append(f"  {'ok':4} {fid}: as published: nothing of ours in its files")
         else:
             out.append(f"  {_mark(s):4} {fid}: {s.state.value}{untested}{variant}: {s.detail}")
-        if s.state is State.APPLIED and _enable(s):
+        if s.state is State.APPLIED and _enable(s) and r.action != "revert":  # not while taking it out
             out.append(_once("turn on", _as_it_stands(" ".join(_enable(s).split()), r.statuses), fid, said))
         for w in s.warnings:
             if s.state is State.PENDING and w.startswith(_required(s)):
@@ -164,14 +164,24 @@ def _families_are(fids: list[str], state: str) -> str:
 
 
 def summary(reports: list[Report]) -> str:
-    """The last line of a verify that exits 0: what was found, and what the probes proved."""
-    states = [s.state.value for r in reports for s in r.statuses]
-    counts = ", ".join(f"{states.count(v)} {v}" for v in ("applied", "upstream") if v in states)
+    """The last line of a run that exits 0: each family's state now (what a dry run would leave),
+    and what the probes proved. One line for apply, verify and revert, so a log's tail says it."""
+    labels = []
+    for r in reports:
+        for s in r.statuses:
+            if r.dry_run and s.family.id in r.planned:
+                labels.append(f"to {r.action}")
+            elif r.action == "revert" and s.state is State.PENDING:  # revert's goal
+                labels.append("as published")
+            else:
+                labels.append(s.state.value)
+    counts = ", ".join(f"{labels.count(v)} {v}" for v in dict.fromkeys(labels))
     probes = [p["status"] for r in reports for s in r.statuses for p in s.probes]
     outcomes = ("passed", "not importable", "not in release")
     proved = ", ".join(f"{probes.count(v)} {v}" for v in outcomes if v in probes) or "not run"
-    families = f"{len(states)} famil{'y' if len(states) == 1 else 'ies'}"
-    return f"exit 0: {families} in the wanted state ({counts}); probes: {proved}"
+    families = f"{len(labels)} famil{'y' if len(labels) == 1 else 'ies'}"
+    dry = " would be" if any(r.dry_run for r in reports) else ""
+    return f"exit 0: {families}{dry} in the wanted state ({counts}); probes: {proved}"
 
 
 # --- findings and releases, as every command that judges shows them --------------------------------

@@ -95,12 +95,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{e}: {', '.join(vs) if vs else 'none'}")
         return 1 if any(missing.values()) else 0
     text = render()
+    if not (ROOT / "pyproject.toml").is_file():  # an installed copy: its parent is site-packages
+        print(f"error: VERSIONS.md belongs to a checkout of the patch set, and {ROOT} is not one\n"
+              "  hint:   run it in a clone (pip install -e .); the matrix follows on stdout", file=sys.stderr)
+        print(text, end="")
+        return 2
     target = ROOT / "VERSIONS.md"
     if args.check:
         return 0 if target.exists() and target.read_text() == text else 1
     target.write_text(text)
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -5,6 +5,7 @@ files, sharded through model.safetensors.index.json. Headers only, never tensor 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,11 +46,18 @@ def read_json(path: Path, what: str) -> dict:
 
 def _require_folder(folder: Path) -> Path:
     folder = Path(folder)
-    if not folder.is_dir():
+    if folder.is_dir():
+        return folder
+    if folder.exists():
         raise DrafterInputError(f"{folder}: not a folder", wanted="a checkpoint folder with config.json",
-                                found="missing" if not folder.exists() else "a file",
-                                hint="pass the folder, not a file inside it")
-    return folder
+                                found="a file", hint=f"pass the folder, not a file inside it: {folder.parent}")
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", str(folder)):  # how a Hub id looks; the checks read local files
+        hint = (f"a Hugging Face repo id? download it first (huggingface-cli download {folder} "
+                f"--local-dir {folder.name}) and pass that folder")
+    else:
+        hint = f"check the path; it is read from {Path.cwd()}" if not folder.is_absolute() else "check the path"
+    raise DrafterInputError(f"{folder}: no such folder", wanted="a checkpoint folder with config.json",
+                            found="nothing at that path", hint=hint)
 
 
 def read_config(folder: Path) -> dict:

@@ -53,7 +53,7 @@ def prove(engine: str, version: str, keep: bool = False, say: Callable[[str], No
     wheels.tree(engine, version)
     done()
     done = _step(f"preparing the CPU import environment {cpu_env.line_for(engine, version)} "
-                 f"(cold: about 1-2 min to build once, then 10-60 s to swap a release in)", say)
+                 f"(cold: built once, 83 s measured on 2 cores; then about a second to swap a release in)", say)
     with cpu_env.using(engine, version, log=lambda line: say("    " + line)) as python:
         done(f": {python}")
         _patcher(python, "revert", "--engine", engine, "--no-probes")  # a previous run's leftovers
