@@ -104,6 +104,28 @@ def test_apply_verify_revert_on_an_editable_checkout(tmp_path: Path, engine: str
 
 
 @pytest.mark.wheels
+@pytest.mark.parametrize("layout", ["pth", "finder", "direct_url"])
+def test_site_alone_finds_the_checkout_python_imports(tmp_path: Path, layout: str) -> None:
+    """``--site`` (no interpreter to ask, a build stage's path) on an editable install: the package
+    is where the install's .pth line, setuptools' finder MAPPING, or direct_url.json puts it, read
+    as Python reads them; apply and revert act on the checkout, byte for byte."""
+    python, package = editable(tmp_path, "sglang", "0.5.9")
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    pth = next(site.glob("__editable__.*.pth"))
+    if layout == "finder":  # setuptools' strict/default mode for a package not at the path's root
+        (site / "__editable___sglang_0_5_9_finder.py").write_text(f"MAPPING = {{'sglang': {str(package)!r}}}\n")
+        pth.write_text("import __editable___sglang_0_5_9_finder; __editable___sglang_0_5_9_finder.install()\n")
+    elif layout == "direct_url":
+        pth.unlink()
+    before = {p: p.read_bytes() for p in package.rglob("*.py")}
+    code, report, err = cli("apply", "--engine", "sglang", "--site", str(site), "--no-probes")
+    assert code == 0 and report["site"] == str(package.parent) and report["changed"], (report, err)
+    assert "editable checkout" in report["published_files"]
+    code, report, err = cli("revert", "--engine", "sglang", "--site", str(site), "--no-probes")
+    assert code == 0 and {p: p.read_bytes() for p in package.rglob("*.py")} == before, (report, err)
+
+
+@pytest.mark.wheels
 def test_a_checkout_of_a_release_the_patch_set_has_no_hashes_for_changes_nothing(tmp_path: Path) -> None:
     """A source build with its own version (a dev tag): nothing proves its files are as published,
     so every family with a variant is a conflict, and nothing is written."""

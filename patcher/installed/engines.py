@@ -6,7 +6,9 @@ imported from (``find_spec``) and which distributions are on its path.
 
 from __future__ import annotations
 
+import ast
 import base64
+import contextlib
 import csv
 import hashlib
 import json
@@ -14,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,12 +120,17 @@ def _record(dist_info: Path) -> dict[str, str]:
     return out
 
 
-def _editable(dist_info: Path) -> bool:
+def _direct_url(dist_info: Path) -> dict:
+    """PEP 610's ``direct_url.json`` of a distribution, or {} (absent or not its shape: input)."""
     try:
         direct = json.loads((dist_info / "direct_url.json").read_text())
     except (OSError, ValueError):
-        return False
-    return bool(isinstance(direct, dict) and direct.get("dir_info", {}).get("editable"))
+        return {}
+    return direct if isinstance(direct, dict) and isinstance(direct.get("dir_info", {}), dict) else {}
+
+
+def _editable(dist_info: Path) -> bool:
+    return bool(_direct_url(dist_info).get("dir_info", {}).get("editable"))
 
 
 def _describe(engine: str, python: str | None, site: Path | None, wanted: list[str]) -> dict:
@@ -132,6 +140,8 @@ def _describe(engine: str, python: str | None, site: Path | None, wanted: list[s
                               found=str(site))
         dists = list(importlib_metadata.distributions(path=[str(site)], name=engine))
         pkg = site / engine
+        if not pkg.is_dir():  # an editable install: the package is where its .pth or finder says
+            pkg = _editable_package(site, engine, dists) or pkg
         others = {}
         for name in wanted:
             found = [d for d in importlib_metadata.distributions(path=[str(site)], name=name)]
@@ -199,6 +209,42 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
     return Install(engine, version, pkg_dir.parent, dist_info, record, interp,
                    info.get("python"), info.get("cache_tag"), info.get("pycache_prefix"),
                    dict(info.get("others", {})), shadowed, truth)
+
+
+def _editable_package(site: Path, engine: str, dists: list) -> Path | None:
+    """Where Python would import ``engine`` from, for an editable install seen through ``--site``
+    alone (no interpreter to ask), read as ``site.py`` and the editable finders read it: a path
+    line of a ``.pth`` file (setuptools' lenient mode, legacy ``develop``), the ``MAPPING`` of
+    setuptools' ``__editable___*_finder.py``, else the folder ``direct_url.json`` names."""
+    for pth in sorted(site.glob("*.pth")):
+        try:
+            lines = pth.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in (ln.strip() for ln in lines):
+            if line and not line.startswith(("#", "import ", "import\t")) and (site / line / engine).is_dir():
+                return site / line / engine  # an absolute line stays itself under '/'
+    for finder in sorted(site.glob("__editable___*_finder.py")):
+        try:
+            tree = ast.parse(finder.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["MAPPING"]:
+                with contextlib.suppress(ValueError):
+                    mapping = ast.literal_eval(node.value)
+                    if isinstance(mapping, dict) and isinstance(mapping.get(engine), str) and \
+                            Path(mapping[engine]).is_dir():
+                        return Path(mapping[engine])
+    for dist in dists:
+        direct = _direct_url(Path(dist._path))
+        url = direct.get("url") if direct.get("dir_info", {}).get("editable") else None
+        if isinstance(url, str) and url.startswith("file://"):
+            root = Path(urllib.parse.unquote(urllib.parse.urlparse(url).path))
+            for pkg in (root / engine, root / "src" / engine):
+                if pkg.is_dir():
+                    return pkg
+    return None
 
 
 def _checkout_record(engine: str, version: Version, pkg_dir: Path, published: Path | None) -> tuple[dict, str]:
