@@ -24,6 +24,7 @@ import pytest
 
 from patcher import engine_specs
 from patcher.cli.main import main
+from patcher.core import manifest, matrix
 from patcher.installed import engines
 from patcher.maintainer import cpu_env, wheels
 from patcher.release import release_parser
@@ -127,11 +128,61 @@ def lines(engine: str, table: dict, base: list[tuple[str, object]], folder: Path
     return out
 
 
-# The default tier's sample (the newest release of each CPU env line), then in --full SGLang
-# 0.5.13.post1 of the doctor grid's other releases. vLLM 0.22.1, 0.26.0 and 0.30.0's serve module
-# does not import in the vllm-new CPU env yet (their parser reads "unavailable" there): doctor
-# reads them by spellings, which the grid covers.
-RELEASES = [release_param(e, v) for e, v in sorted(SAMPLE)] + [release_param("sglang", "0.5.13.post1")]
+# The default tier's sample (the newest release of each CPU env line), then in --full the doctor
+# grid's other releases.
+RELEASES = [release_param(e, v) for e, v in sorted(SAMPLE)] + [
+    release_param(e, v) for e, v in (("sglang", "0.5.13.post1"), ("vllm", "0.22.1"), ("vllm", "0.26.0"),
+                                     ("vllm", "0.30.0"))]
+
+
+# Option strings a release refuses by a rule of its own: (engine, label) -> its words. vLLM 0.10.x
+# takes the model of 'vllm serve' only as the positional argument (or from --config).
+OWN_RULES = {("vllm", "model: --model"): "you should provide the model as a positional argument"}
+
+
+def read_spellings(engine: str, python: Path, target: Path, drafter: Path, folder: Path):
+    """The release's option table, every spelling of the canonical launch, and how its parser reads
+    each: (table, variants, readings, refused). Asserts what holds on every release: doctor's
+    spellings are in the table, every option string of the options doctor reads is accepted, and
+    every accepted spelling is read as the canonical line is."""
+    install = engines.find_first([engine], python=str(python), site=None)[0]
+    read_as = engine_specs.spec(engine).launch.read
+    base, variants = [], {}
+
+    def spell(table: dict) -> list:
+        # The parser's own dest for each field doctor reads (SGLang <= 0.5.19 parses
+        # --tensor-parallel-size into tensor_parallel_size, and from_cli_args maps it to tp_size).
+        dest_of = {field: next(d for d, opts in table["dests"].items() if opt in opts)
+                   for field, opt in read_as.items() if opt in table["options"]}
+        base.extend((dest_of[f], v) for f, v in base_options(engine, target, drafter))
+        variants.update(lines(engine, table, base, folder))
+        return [parse(v) for v in variants.values()]
+
+    # One interpreter gives the table and parses every line spelled from it (doctor then answers
+    # each from the cache); what the release does with each is its parser's answer: accepted, or
+    # refused with its message.
+    table, read = release_parser.table_then_read(engine, install, spell)
+    assert table is not None, f"{engine}: its parser does not import in the CPU env"
+    # The spelling doctor rewrites each option to is one the release's parser has (the fusion
+    # switches exist only on some releases: launch.allreduce_fusion reads which).
+    missing = {opt for opt in read_as.values() if opt not in table["options"]} - {
+        "--enable-flashinfer-allreduce-fusion", "--enforce-disable-flashinfer-allreduce-fusion"}
+    assert not missing, f"doctor's spellings the release's parser lacks: {sorted(missing)}"
+    readings = dict(zip(variants, read))
+    refused = {label for label, (_, r) in readings.items() if r.status == "rejected"}
+    assert readings["canonical"][1].status == "parsed", readings["canonical"][1]
+    # Every option string of every option doctor reads is a spelling the release takes, or one it
+    # refuses by a rule of its own, in its own words (doctor then says no-go with them).
+    strings = refused & {f"{d}: {o}" for d, _ in base for o in table["dests"].get(d, [])}
+    unexplained = {s: readings[s][1].error for s in strings
+                   if OWN_RULES.get((engine, s), "\0") not in readings[s][1].error}
+    assert not unexplained, unexplained
+    assert len(variants) - len(refused) >= 2 * len(base), sorted(refused)  # the axis is not empty
+    want = readings["canonical"][0].argv
+    misread = [f"{label}: {cmd.argv}" for label, (cmd, r) in readings.items()
+               if label not in refused and (r.status, cmd.argv) != ("parsed", want)]
+    assert not misread, "read otherwise than the canonical line:\n" + "\n".join(misread)
+    return table, variants, readings, refused
 
 
 @pytest.mark.cpuenv
@@ -140,28 +191,7 @@ def test_every_spelling_the_release_accepts_is_judged_as_the_canonical_line(tmp_
     target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
     drafter = rd.specforge_kimi(tmp_path)
     with cpu_env.using(engine, version, log=progress.say) as python:
-        install = engines.find_first([engine], python=str(python), site=None)[0]
-        table = release_parser.option_table(engine, install)
-        assert table is not None, f"{engine} {version}: its parser does not import in the CPU env"
-        # The spelling doctor rewrites each option to is one the release's parser has (the fusion
-        # switches exist only on some releases: launch.allreduce_fusion reads which).
-        read_as = engine_specs.spec(engine).launch.read
-        missing = {opt for opt in read_as.values() if opt not in table["options"]} - {
-            "--enable-flashinfer-allreduce-fusion", "--enforce-disable-flashinfer-allreduce-fusion"}
-        assert not missing, f"doctor's spellings the release's parser lacks: {sorted(missing)}"
-        # The parser's own dest for each field doctor reads (SGLang <= 0.5.19 parses
-        # --tensor-parallel-size into tensor_parallel_size, and from_cli_args maps it to tp_size).
-        dest_of = {field: next(d for d, opts in table["dests"].items() if opt in opts)
-                   for field, opt in read_as.items() if opt in table["options"]}
-        base = [(dest_of[f], v) for f, v in base_options(engine, target, drafter)]
-        variants = lines(engine, table, base, tmp_path)
-        # One interpreter parses every line (doctor then answers each from the cache); what the
-        # release does with each is its parser's answer: accepted, or refused with its message.
-        readings = dict(zip(variants, release_parser.read_many([parse(v) for v in variants.values()], install)))
-        refused = {label for label, (_, r) in readings.items() if r.status == "rejected"}
-        assert readings["canonical"][1].status == "parsed"
-        # Every option string of every option doctor reads is a spelling the release takes.
-        assert not refused & {f"{d}: {o}" for d, _ in base for o in table["dests"].get(d, [])}, refused
+        table, variants, readings, refused = read_spellings(engine, python, target, drafter, tmp_path)
         want = judged(doctor("--python", str(python), "--", *variants["canonical"])[1])
         assert want[0] != "cannot tell" and want[2] == str(drafter) and want[3] == 8, want
         wrong = []
@@ -176,7 +206,6 @@ def test_every_spelling_the_release_accepts_is_judged_as_the_canonical_line(tmp_
             if not ok:
                 wrong.append(f"{label}: {' '.join(words[-6:])}: {parsed['level']} {judged(doc)}")
         assert not wrong, f"{engine} {version}, judged otherwise than the release reads it:\n" + "\n".join(wrong)
-        assert len(variants) - len(refused) >= 2 * len(base), sorted(refused)  # the axis is not empty
 
         # A prefix two options share: the release refuses the line, and so does doctor.
         algo = "--speculative-algorithm" if engine == "sglang" else "--speculative-config"
@@ -200,3 +229,18 @@ def test_every_spelling_the_release_accepts_is_judged_as_the_canonical_line(tmp_
         if judged(doc) != static and doc["verdict"] != "cannot tell":
             wrong.append(f"{label}: {judged(doc)}")
     assert not wrong, f"{engine} {version}, read by spellings, judged otherwise:\n" + "\n".join(wrong)
+
+
+# Every other release the CPU envs reach: its own parser reads each spelling as the canonical line
+# (doctor then judges the same words the same way: the test above proves that on the grid's releases).
+OTHERS = [release_param(e, v) for e in manifest.ENGINES for v in matrix.releases(e)
+          if (e, v) not in {(p.values[0], p.values[1]) for p in RELEASES} and cpu_env.reaches(e, v)]
+
+
+@pytest.mark.cpuenv
+@pytest.mark.parametrize("engine,version", OTHERS)
+def test_every_release_reads_every_spelling_as_the_canonical_line(tmp_path, engine, version):
+    target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
+    drafter = rd.specforge_kimi(tmp_path)
+    with cpu_env.using(engine, version, log=progress.say) as python:
+        read_spellings(engine, python, target, drafter, tmp_path)

@@ -28,14 +28,6 @@ from tests.support.tiers import SAMPLE, release_param
 WITHOUT_CPU_ENV = {"vllm": {"0.9.0", "0.9.0.1", "0.9.1", "0.9.2"}, "sglang": set()}
 
 
-def _has_line(engine: str, version: str) -> bool:
-    try:
-        cpu_env.line_for(engine, version)
-    except ValueError:
-        return False
-    return True
-
-
 def _needs(engine: str, releases: list[str]) -> dict[tuple, list[str]]:
     """(family, entry label, range) -> the releases among ``releases`` that exercise its probes."""
     need: dict[tuple, list[str]] = {}
@@ -49,7 +41,7 @@ def _needs(engine: str, releases: list[str]) -> dict[tuple, list[str]]:
 
 
 def _cover(engine: str) -> list[str]:
-    need = _needs(engine, [v for v in matrix.releases(engine) if _has_line(engine, v)])
+    need = _needs(engine, [v for v in matrix.releases(engine) if cpu_env.reaches(engine, v)])
     chosen: list[str] = []
     todo = dict(need)
     while todo:
@@ -72,7 +64,7 @@ CASES = sorted({(e, v) for e in manifest.ENGINES for v in _cover(e)} | SAMPLE, k
 def test_every_probed_entry_is_covered(engine):
     """The releases without a CPU env are exactly the declared ones, and every probed variant or
     upstream entry still has a release with one: nothing drops out of the proof unnoticed."""
-    dropped = {v for v in matrix.releases(engine) if not _has_line(engine, v)}
+    dropped = {v for v in matrix.releases(engine) if not cpu_env.reaches(engine, v)}
     assert dropped == WITHOUT_CPU_ENV[engine]
     everywhere = _needs(engine, matrix.releases(engine))
     covered = _needs(engine, [v for v in matrix.releases(engine) if v not in dropped])

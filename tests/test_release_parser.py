@@ -141,3 +141,46 @@ def test_a_cache_that_cannot_be_written_costs_time_not_an_error(tmp_path: Path, 
     install, _ = _stand_in(tmp_path, [answer(status="parsed", values={"model": "m"})])
     _, how = release_parser.read(parse(["vllm", "serve", "m"]), install)
     assert how.status == "parsed" and os.path.isfile(blocker)
+
+
+def _python_stand_in(tmp_path: Path, body: str) -> tuple[Install, Path]:
+    """An 'interpreter' running ``body`` (Python) on the request it is sent; counts its runs."""
+    runs = tmp_path / "python.runs"
+    script = tmp_path / "python"
+    script.write_text(f"#!{os.sys.executable}\nimport json, sys\nopen({str(runs)!r}, 'a').write('run\\n')\n"
+                      f"MARK = {release_parser.MARK!r}\nreq = json.loads(sys.argv[-1])\n{body}")
+    script.chmod(0o755)
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    return Install("vllm", Version("0.34.0"), site, site / "vllm-0.34.0.dist-info", {}, str(script), None,
+                   None, None), runs
+
+
+def test_the_table_and_the_lines_spelled_from_it_take_one_interpreter(tmp_path: Path) -> None:
+    """The tests spell each release's options from its table: one import for both, and what it
+    reads is cached for doctor's next run."""
+    install, runs = _python_stand_in(tmp_path, """
+print(MARK + json.dumps({"status": "table", "options": ["--model", "-tp"], "dests": {"model": ["--model"]},
+                         "abbrev": True}), flush=True)
+for line in json.loads(sys.stdin.read()):
+    print(MARK + json.dumps({"status": "parsed", "values": {"model": line["argv"][-1]}}), flush=True)
+""")
+    seen = []
+
+    def spell(table: dict) -> list:
+        seen.append(table["options"])
+        return [parse(["vllm", "serve", "--model", m]) for m in ("a", "b")]
+
+    table, read = release_parser.table_then_read("vllm", install, spell)
+    assert seen == [["--model", "-tp"]] and table["dests"] == {"model": ["--model"]}
+    assert [(list(cmd.argv), r.status) for cmd, r in read] == [
+        (["--model", "a"], "parsed"), (["--model", "b"], "parsed")]
+    again = release_parser.read_many([parse(["vllm", "serve", "--model", "b"])], install)
+    assert again[0][1].cached and runs.read_text().count("run") == 1
+
+
+def test_a_parser_that_never_answers_is_unavailable_in_time(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(release_parser, "TIMEOUT", 1.0)
+    install, _ = _python_stand_in(tmp_path, "import time\ntime.sleep(30)\n")
+    (cmd, r), = release_parser.read_many([parse(["vllm", "serve", "m"])], install)
+    assert (r.status, r.error) == ("unavailable", "the parser did not answer in 1 s") and r.seconds < 10

@@ -64,3 +64,6 @@ def run(load, parse, table):
             say(status="table", **table(req["table"], loaded))
     for line in req["lines"]:
         say(**one(parse, line, req["dests"], loaded))
+    if req.get("more_on_stdin"):  # lines the caller built from the table: one import serves both
+        for line in json.loads(sys.stdin.read() or "[]"):
+            say(**one(parse, line, req["dests"], loaded))

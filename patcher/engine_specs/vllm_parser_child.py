@@ -25,8 +25,10 @@ def _cpu_platform_where_none():
     ``vllm bench``; the same here changes device defaults only, none of the options doctor reads."""
     from vllm import platforms
 
-    unspecified = getattr(platforms.current_platform, "is_unspecified", lambda: False)
-    if unspecified():
+    # The class's own method: before 0.11 a Platform's __getattr__ answers None for what it lacks.
+    current = platforms.current_platform
+    unspecified = getattr(type(current), "is_unspecified", None)
+    if unspecified(current) if callable(unspecified) else type(current).__name__ == "UnspecifiedPlatform":
         from vllm.platforms.cpu import CpuPlatform
 
         platforms.current_platform = CpuPlatform()
@@ -56,22 +58,28 @@ def parse(line, dests, loaded):
         args = top.parse_args(line["argv"])
     recorded = {}
 
-    def record(**kwargs):
-        recorded.update(kwargs)
-        raise Recorded
+    class Record:  # SpeculativeConfig(**kw) from 0.10.1; SpeculativeConfig.from_dict(kw) in 0.10.0
+        def __call__(self, **kwargs):
+            recorded.update(kwargs)
+            raise Recorded
+
+        def from_dict(self, kwargs):
+            self(**kwargs)
 
     # EngineArgs.create_speculative_config run on the parsed namespace itself: the release's own
     # merge of --spec-* into --speculative-config (and its refusals), without building EngineArgs,
     # whose __post_init__ asks the platform for a device (none on a CPU-only build host).
     real = arg_utils.SpeculativeConfig  # the parser of the next line is built from the real one
-    arg_utils.SpeculativeConfig = record
+    arg_utils.SpeculativeConfig = Record()
     create = arg_utils.EngineArgs.create_speculative_config
     params = list(inspect.signature(create).parameters)[1:]
     speculative = None
     try:
         create(args, *[None] * len(params))
     except Recorded:
-        speculative = {k: v for k, v in recorded.items() if not k.startswith("target_")}
+        # What the function adds from its own parameters (the target's configs; 0.10.0 also
+        # enable_chunked_prefill, disable_log_stats) is not of the line.
+        speculative = {k: v for k, v in recorded.items() if k not in params}
     finally:
         arg_utils.SpeculativeConfig = real
     return {

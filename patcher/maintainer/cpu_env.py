@@ -79,6 +79,15 @@ def line_for(engine: str, version: str) -> str:
     raise ValueError(f"no CPU env line covers {engine}=={version}")
 
 
+def reaches(engine: str, version: str) -> bool:
+    """Whether a CPU env line serves ``engine==version`` (vLLM 0.9.x: none does)."""
+    try:
+        line_for(engine, version)
+    except ValueError:
+        return False
+    return True
+
+
 def shims_for(engine: str, version: str) -> frozenset[str]:
     """The sitecustomize shims ``engine==version`` needs (see cpu_envs/sitecustomize.py)."""
     if engine not in engine_specs.BY_NAME:

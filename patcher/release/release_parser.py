@@ -23,13 +23,16 @@ generate most options from dataclass fields at run time (vLLM's ``EngineArgs``, 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,10 +99,32 @@ def option_table(engine: str, install: Install, entry: str = "serve") -> dict | 
     """The option table of the release's parser, as the server's entry point builds it: every
     option string (``options``), the option strings of each dest (``dests``), whether argparse takes
     prefixes (``abbrev``); None where the parser does not import. Tests generate spellings from it."""
+    return table_then_read(engine, install, lambda table: [], entry)[0]
+
+
+def table_then_read(engine: str, install: Install, spell: Callable[[dict], list[LaunchCommand]],
+                    entry: str = "serve") -> tuple[dict | None, list[tuple[LaunchCommand, Reading]]]:
+    """The option table, then ``read_many`` of the lines ``spell(table)`` builds from it, in one
+    interpreter (one import of the engine: the tests spell every release this way). Answers are
+    cached as ``read_many`` caches them."""
     python = install.python or sys.executable
-    got = _run(python, install, engine_specs.spec(engine).launch.parser_child,
-               {"lines": [], "dests": [], "table": entry})
-    return got.get("table")
+    spec = engine_specs.spec(engine)
+    t0 = time.monotonic()
+    cmds: list[LaunchCommand] = []
+
+    def more(table: dict) -> list[dict]:
+        cmds.extend(spell(table))
+        return [_request(cmd) for cmd in cmds]
+
+    got = _run(python, install, spec.launch.parser_child,
+               {"lines": [], "dests": list(spec.launch.read), "table": entry, "more_on_stdin": True}, more)
+    where = (python, "" if install.python else str(install.site))
+    answers = got["lines"] if "lines" in got else [got] * len(cmds)
+    for cmd, one in zip(cmds, answers):
+        if one["status"] != "unavailable":
+            _store(CACHE / f"{_key(engine, _request(cmd), install, python)}.json", one)
+    seconds = time.monotonic() - t0
+    return got.get("table"), [_reading(cmd, one, seconds, False, where) for cmd, one in zip(cmds, answers)]
 
 
 def _reading(cmd: LaunchCommand, got: dict | None, seconds: float, cached: bool,
@@ -158,36 +183,65 @@ def unsure(cmd: LaunchCommand) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _run(python: str, install: Install, child: str, req: dict) -> dict:
+def _run(python: str, install: Install, child: str, req: dict,
+         more: Callable[[dict], list[dict]] | None = None) -> dict:
     """The child's answers: {"lines": [one answer per line asked], "table": ...}, or one
-    "unavailable" answer for all when the parser does not import or the child dies."""
+    "unavailable" answer for all when the parser does not import or the child dies. ``more``
+    (with ``req["more_on_stdin"]``) builds further lines from the table once the child sends it."""
     here = Path(engine_specs.__file__).parent
     script = (here / "parser_child_common.py").read_text() + "\n" + (here / child).read_text()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
     if not install.python:  # --site: ours, with the site first on the path (as the probes run)
         env["PYTHONPATH"] = os.pathsep.join([str(install.site), *filter(None, [env.get("PYTHONPATH")])])
-    try:
-        proc = subprocess.run([python, "-c", script, json.dumps(req)], capture_output=True, text=True,
-                              timeout=TIMEOUT, env=env, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return {"status": "unavailable", "error": f"the parser did not answer in {TIMEOUT:.0f} s"}
-    except OSError as exc:
-        return {"status": "unavailable", "error": f"cannot start {python}: {exc.strerror or exc}"}
-    said = []
-    for ln in proc.stdout.splitlines():
-        if ln.startswith(MARK):
-            try:
-                said.append(json.loads(ln[len(MARK):]))
-            except ValueError:
-                said.append(None)
+    asked: list[dict] = list(req["lines"])
+    said: list[dict | None] = []
+    late = threading.Event()
+    with tempfile.TemporaryFile("w+") as errors:
+        try:
+            proc = subprocess.Popen([python, "-c", script, json.dumps(req)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
+        except OSError as exc:
+            return {"status": "unavailable", "error": f"cannot start {python}: {exc.strerror or exc}"}
+        timer = threading.Timer(TIMEOUT, _expire, (proc, late))
+        timer.daemon = True
+        timer.start()
+        try:
+            with proc, contextlib.suppress(BrokenPipeError):
+                stdin, stdout = proc.stdin, proc.stdout
+                assert stdin is not None and stdout is not None  # both PIPE
+                if not req.get("more_on_stdin"):
+                    stdin.close()  # the child never reads it
+                for ln in stdout:
+                    if ln.startswith(MARK):
+                        try:
+                            said.append(json.loads(ln[len(MARK):]))
+                        except ValueError:
+                            said.append(None)
+                    if said and not stdin.closed:  # the table (or why there is none): send the rest
+                        first = said[0]
+                        table = first if isinstance(first, dict) and first.get("status") == "table" else None
+                        extra = more(table) if table is not None and more is not None else []
+                        asked += extra
+                        stdin.write(json.dumps(extra))
+                        stdin.close()
+        finally:
+            timer.cancel()
+        if late.is_set():
+            return {"status": "unavailable", "error": f"the parser did not answer in {TIMEOUT:.0f} s"}
+        errors.seek(0)
+        last = (errors.read().strip().splitlines() or ["no output"])[-1][:300]
     if said and isinstance(said[0], dict) and said[0].get("status") == "unavailable" and _valid(said[0]):
         return said[0]
     table = said.pop(0) if said and isinstance(said[0], dict) and said[0].get("status") == "table" else None
     lines = [_valid(one) for one in said]
-    if len(lines) != len(req["lines"]) or any(one is None for one in lines):
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+    if len(lines) != len(asked) or any(one is None for one in lines):
         return {"status": "unavailable", "error": f"the parser's interpreter exited {proc.returncode}: {last}"}
     return {"lines": lines, "table": table}
+
+
+def _expire(proc: subprocess.Popen, late: threading.Event) -> None:
+    late.set()
+    proc.kill()
 
 
 def _valid(got: object) -> dict | None:

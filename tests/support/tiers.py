@@ -19,10 +19,9 @@ def _newest_per_line() -> frozenset[tuple[str, str]]:
     newest: dict[str, tuple[str, str]] = {}
     for engine in manifest.ENGINES:
         for version in matrix.releases(engine):
-            try:
-                line = cpu_env.line_for(engine, version)
-            except ValueError:
-                continue  # no CPU env reaches it (vLLM 0.9.x)
+            if not cpu_env.reaches(engine, version):
+                continue
+            line = cpu_env.line_for(engine, version)
             if line not in newest or Version(version) > Version(newest[line][1]):
                 newest[line] = (engine, version)
     return frozenset(newest.values())
