@@ -275,6 +275,7 @@ def fork_main(req):
     # pages): 0.4-0.5 s of a 1.6 s child on SGLang 0.5.9, a third of its page faults. The children's
     # own garbage is collected as in a fresh interpreter; the zygote allocates nothing afterwards.
     gc.freeze()
+    shared = _shared_bytecode(engine)
     groups, running, nxt = req["groups"], {}, 0
     order = _order(len(groups))
     while nxt < len(groups) or running:
@@ -305,10 +306,29 @@ def fork_main(req):
             _say(msg, group=i, crash=f"exit {code}: {last}")
         log.close()
         result.close()
+    if shared:
+        import shutil
+        shutil.rmtree(shared, ignore_errors=True)
     # Done: exit without tearing down the preloaded modules (seconds of finalisation for torch &
     # co, which the caller would wait for: it reads our stdout until it closes).
     sys.stderr.flush()
     os._exit(0)
+
+
+def _shared_bytecode(engine):
+    """Where the engine ships no bytecode (uv installs without --compile-bytecode; sources laid
+    in), every child would compile the modules they all import (the engine's config, layers,
+    ...) again: the children compile into one private folder instead, each reading what a
+    sibling already compiled (sources are checked by mtime and size, as any pyc is). The install
+    is never written to, and the folder goes when the zygote ends. None where it has bytecode."""
+    import tempfile
+    spec = importlib.util.find_spec(engine)  # a top-level package: found, not imported
+    origin = getattr(spec, "origin", None)
+    if not origin or not origin.endswith(".py") or os.path.exists(importlib.util.cache_from_source(origin)):
+        return None
+    sys.pycache_prefix = tempfile.mkdtemp(prefix="kimi-patcher-pyc-")
+    sys.dont_write_bytecode = False
+    return sys.pycache_prefix
 
 
 if __name__ == "__main__":
