@@ -6,9 +6,7 @@ imported from (``find_spec``) and which distributions are on its path.
 
 from __future__ import annotations
 
-import ast
 import base64
-import contextlib
 import csv
 import hashlib
 import json
@@ -16,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +21,7 @@ import importlib_metadata
 from packaging.version import InvalidVersion, Version
 
 from patcher.errors import EngineError, NotInstalled
-from patcher.installed import _introspect, interpreter
+from patcher.installed import _introspect, checkout, interpreter
 
 HASH_SHAPE = re.compile(r"sha256=[A-Za-z0-9_-]{43}")
 RECORD_TRUTH = "the wheel's RECORD"
@@ -120,17 +117,10 @@ def _record(dist_info: Path) -> dict[str, str]:
     return out
 
 
-def _direct_url(dist_info: Path) -> dict:
-    """PEP 610's ``direct_url.json`` of a distribution, or {} (absent or not its shape: input)."""
-    try:
-        direct = json.loads((dist_info / "direct_url.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return direct if isinstance(direct, dict) and isinstance(direct.get("dir_info", {}), dict) else {}
-
-
-def _editable(dist_info: Path) -> bool:
-    return bool(_direct_url(dist_info).get("dir_info", {}).get("editable"))
+def _unrecorded(copy: dict) -> bool:
+    """An install no RECORD lists the files of: an editable one, or a legacy develop egg-info."""
+    dist_info = Path(copy["dist_info"])
+    return checkout.editable(dist_info) or not (dist_info / "RECORD").is_file()
 
 
 def _describe(engine: str, python: str | None, site: Path | None, wanted: list[str]) -> dict:
@@ -141,7 +131,7 @@ def _describe(engine: str, python: str | None, site: Path | None, wanted: list[s
         dists = list(importlib_metadata.distributions(path=[str(site)], name=engine))
         pkg = site / engine
         if not pkg.is_dir():  # an editable install: the package is where its .pth or finder says
-            pkg = _editable_package(site, engine, dists) or pkg
+            pkg = checkout.package(site, engine, dists) or pkg
         others = {}
         for name in wanted:
             found = [d for d in importlib_metadata.distributions(path=[str(site)], name=name)]
@@ -184,11 +174,10 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
         if dist_info.parent.resolve() == pkg_dir.parent.resolve():
             chosen = copy
     source = None
-    if chosen is None or _editable(Path(chosen["dist_info"])) or not (Path(chosen["dist_info"]) / "RECORD").is_file():
+    if chosen is None or _unrecorded(chosen):
         # An editable checkout (PEP 660's direct_url.json, a legacy develop egg-info without a
         # RECORD): the files Python imports are the checkout's, and they are the engine's files.
-        source = next((c for c in ([chosen] if chosen else info["copies"]) if _editable(Path(c["dist_info"]))
-                       or not (Path(c["dist_info"]) / "RECORD").is_file()), None)
+        source = next((c for c in ([chosen] if chosen else info["copies"]) if _unrecorded(c)), None)
         if source is None:
             places = ", ".join(str(Path(c["dist_info"]).parent) for c in info["copies"])
             raise EngineError(f"{engine} is imported from {pkg_dir}, not from the copy installed at {places}",
@@ -196,6 +185,7 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
                               hint="a folder on PYTHONPATH or sys.path shadows the installed engine: remove it "
                                    "from the path, or install that folder with 'pip install -e'")
         chosen = source
+    assert chosen is not None
     dist_info = Path(chosen["dist_info"])
     try:
         version = Version(chosen["version"])
@@ -203,74 +193,12 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
         raise EngineError(f"{engine} has an invalid version", found=repr(chosen["version"])) from None
     shadowed = tuple(str(Path(c["dist_info"]).parent) for c in info["copies"] if c is not chosen)
     if source is not None:
-        record, truth = _checkout_record(engine, version, pkg_dir, published)
+        record, truth = checkout.record(engine, version, pkg_dir, published)
     else:
         record, truth = _record(dist_info), RECORD_TRUTH
     return Install(engine, version, pkg_dir.parent, dist_info, record, interp,
                    info.get("python"), info.get("cache_tag"), info.get("pycache_prefix"),
                    dict(info.get("others", {})), shadowed, truth)
-
-
-def _editable_package(site: Path, engine: str, dists: list) -> Path | None:
-    """Where Python would import ``engine`` from, for an editable install seen through ``--site``
-    alone (no interpreter to ask), read as ``site.py`` and the editable finders read it: a path
-    line of a ``.pth`` file (setuptools' lenient mode, legacy ``develop``), the ``MAPPING`` of
-    setuptools' ``__editable___*_finder.py``, else the folder ``direct_url.json`` names."""
-    for pth in sorted(site.glob("*.pth")):
-        try:
-            lines = pth.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
-        for line in (ln.strip() for ln in lines):
-            if line and not line.startswith(("#", "import ", "import\t")) and (site / line / engine).is_dir():
-                return site / line / engine  # an absolute line stays itself under '/'
-    for finder in sorted(site.glob("__editable___*_finder.py")):
-        try:
-            tree = ast.parse(finder.read_text(encoding="utf-8", errors="replace"))
-        except (OSError, SyntaxError, ValueError):
-            continue
-        for node in tree.body:
-            if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["MAPPING"]:
-                with contextlib.suppress(ValueError):
-                    mapping = ast.literal_eval(node.value)
-                    if isinstance(mapping, dict) and isinstance(mapping.get(engine), str) and \
-                            Path(mapping[engine]).is_dir():
-                        return Path(mapping[engine])
-    for dist in dists:
-        direct = _direct_url(Path(dist._path))
-        url = direct.get("url") if direct.get("dir_info", {}).get("editable") else None
-        if isinstance(url, str) and url.startswith("file://"):
-            root = Path(urllib.parse.unquote(urllib.parse.urlparse(url).path))
-            for pkg in (root / engine, root / "src" / engine):
-                if pkg.is_dir():
-                    return pkg
-    return None
-
-
-def _checkout_record(engine: str, version: Version, pkg_dir: Path, published: Path | None) -> tuple[dict, str]:
-    """The files of an editable checkout (every ``.py`` under the package Python imports), each with
-    the hash the release published where the patch set ships it (``patches/<engine>/published.json``,
-    the files our variants write), else none: such a file is never pristine, so nothing of ours
-    is written over it."""
-    table: dict = {}
-    if published is not None:
-        try:
-            raw = json.loads((published / engine / "published.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raw = {}
-        got = raw.get(str(version)) if isinstance(raw, dict) else None
-        table = got if isinstance(got, dict) else {}
-    record = {}
-    for path in sorted(pkg_dir.rglob("*.py")):
-        rel = path.relative_to(pkg_dir.parent).as_posix()
-        if plain_rel(rel) and "__pycache__" not in rel:
-            value = table.get(rel, "")
-            record[rel] = value if isinstance(value, str) and HASH_SHAPE.fullmatch(value) else ""
-    where = f"an editable checkout at {pkg_dir.parent}"
-    if not table:
-        return record, (f"{where}: the patch set ships no published hashes for {engine} {version}, so no file "
-                        "of it can be proven as published")
-    return record, f"{where}, proven against the hashes {engine} {version} published (shipped with the patch set)"
 
 
 def locate(engine: str, *, python: str | None = None, site: Path | None = None,
