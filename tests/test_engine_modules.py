@@ -3,8 +3,8 @@ for an engine, and that the shared code asks it instead of branching on the engi
 
 A third engine is its module (``SPEC``: the fields below, every one filled), its name in
 ``engine_specs.ALL``, ``patches/<engine>/`` with its families and releases.txt, its CPU env lock
-files, and its tests. The files still listed in ``NAME_BRANCHES_LEFT`` branch on an engine's name
-and would need a look too; the list only shrinks (a new branch fails here).
+files, and its tests. The files still listed in ``NAMES_LEFT`` name an engine in code (a comparison,
+a lookup, a call, a dict key) and would need a look too; the list only shrinks (a new one fails here).
 """
 
 from __future__ import annotations
@@ -137,54 +137,61 @@ def test_every_engine_check_doctor_knows_is_some_engines():
 
 # --- the shared code asks the module --------------------------------------------------------------
 
-def _name_branches(path: Path) -> list[int]:
-    """Lines comparing something with an engine's name: ``x == "vllm"``, ``x != "sglang"``,
-    ``"vllm" if ... else``, ``x in ("vllm", ...)``."""
-    lines = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Compare):
-            for side in [node.left, *node.comparators]:
-                items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
-                if any(isinstance(x, ast.Constant) and x.value in ENGINES for x in items):
-                    lines.append(node.lineno)
-                    break
-        elif isinstance(node, ast.IfExp) and any(isinstance(x, ast.Constant) and x.value in ENGINES
-                                                 for x in (node.body, node.orelse)):
-            lines.append(node.lineno)
-    return sorted(set(lines))
+def _names(path: Path) -> list[int]:
+    """Lines naming an engine in code, in any form (issue 45: the count of ``==`` alone saw 1 of 21):
+    a comparison ``x == "vllm"``, ``x in ("vllm", ...)``, ``"vllm" if ... else``, a lookup
+    ``SINCE["vllm"]``, a call ``flag("sglang")``, a dict key ``{"vllm": ...}``. Docstrings are prose."""
+    tree = ast.parse(path.read_text())
+    prose = {id(node.body[0].value) for node in ast.walk(tree)
+             if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+             and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return sorted({node.lineno for node in ast.walk(tree)
+                   if isinstance(node, ast.Constant) and node.value in ENGINES and id(node) not in prose})
 
 
-# Files outside the engine modules that still branch on an engine's name, and how many lines do:
-# engine-specific prose and checks not yet moved into the engine modules. The list only shrinks.
-NAME_BRANCHES_LEFT = {
-    "drafter/checks.py": 1,  # the engine a fix command names when none is known (a default, not a fact)
+# Files outside the engine modules that still name an engine, and on how many lines: behaviour
+# not yet moved into the engine modules (issue 45). The list only shrinks.
+NAMES_LEFT = {
+    "drafter/checks.py": 3,  # a fix command's default engine; vLLM's speculators and multi-layer releases
+    "drafter/facts.py": 4,  # SINCE[...] of SGLang's layer-0 map, vLLM's V2 aux capture and input norm
+    "drafter/flag_checks.py": 2,  # each engine's algorithm flag
+    "drafter/release_checks.py": 2,  # the release each engine registered an MLA drafter class in
+    "maintainer/cpu_env.py": 2,  # the CPU envs' shims
+    "maintainer/demo.py": 1,  # the demo's default engine
+    "probes/probe_child.py": 2,  # ENGINE_PRELOAD (the child is stdlib only: it cannot ask the module)
+    "release/launch_facts.py": 1,  # vLLM's environment file
 }
 
 
-def test_the_shared_code_asks_the_engine_module_instead_of_branching_on_its_name():
+def test_the_shared_code_asks_the_engine_module_instead_of_naming_it():
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = str(path.relative_to(PACKAGE))
         if rel.startswith("engine_specs/") or "cpu_envs" in rel:
             continue
-        lines = _name_branches(path)
+        lines = _names(path)
         if lines:
             found[rel] = len(lines)
-    assert found == NAME_BRANCHES_LEFT, "a new branch on an engine's name: ask its module instead"
+    assert found == NAMES_LEFT, "a new line naming an engine outside its module: ask the module instead"
 
 
-def test_the_branch_finder_sees_each_spelling():
+def test_the_name_finder_sees_each_form():
     import textwrap
     src = textwrap.dedent('''
+        """A docstring may say vllm."""
         a = x == "vllm"
         b = "sglang" != y
         c = z in ("vllm", "other")
         d = "vllm" if q else "sglang"
         e = x == "other"
+        f = SINCE["sglang"]
+        g = flag("vllm")
+        h = {"sglang": 1}
+        i = "vllm/serve"
     ''')
     tmp = PACKAGE.parent / "tests" / "_branch_probe.py"
     try:
         tmp.write_text(src)
-        assert _name_branches(tmp) == [2, 3, 4, 5]
+        assert _names(tmp) == [3, 4, 5, 6, 8, 9, 10]
     finally:
         tmp.unlink()
