@@ -67,6 +67,10 @@ include = ["sglang*"]
 """
 
 
+_DAEMON: list[subprocess.Popen] = []  # the dockerd started here: it outlives the test, as a service
+INSIDE = ("docker", "run", "--rm", "--network=none")  # a command in a fresh container of the image
+
+
 def run(*argv: str, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
 
@@ -83,7 +87,10 @@ def docker_engine() -> str | None:
         return "no Docker engine answers, and starting dockerd needs root"
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "kimi-patcher-dockerd.log"
     with open(log, "w") as fh:
-        subprocess.Popen(["dockerd"], stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        # No bridge and no iptables: nothing here needs a network (the build installs from local
+        # wheels), and a CI container may not allow either.
+        _DAEMON.append(subprocess.Popen(["dockerd", "--iptables=false", "--bridge=none"], stdout=fh,
+                                        stderr=subprocess.STDOUT, start_new_session=True))
     for _ in range(60):
         time.sleep(1)
         if run("docker", "info", timeout=60).returncode == 0:
@@ -130,12 +137,12 @@ def test_a_docker_build_on_an_editable_sglang_checkout_applies_and_its_healthche
     if why:
         pytest.skip(why)
     tag = f"kimi-patcher-test-editable:{os.getpid()}"
-    built = run("docker", "build", "-t", tag, str(context(tmp_path / "ctx")), timeout=1200)
+    built = run("docker", "build", "--network=none", "-t", tag, str(context(tmp_path / "ctx")), timeout=1200)
     assert built.returncode == 0, (built.stdout + built.stderr)[-4000:]
     container = None
     try:
         # What the build left: every family in the wanted state, on the checkout's own files.
-        got = run("docker", "run", "--rm", tag, "python", "-m", "patcher", "verify", "--no-probes", "--json")
+        got = run(*INSIDE, tag, "python", "-m", "patcher", "verify", "--no-probes", "--json")
         assert got.returncode == 0, got.stdout[-3000:] + got.stderr[-2000:]
         (report,) = json.loads(got.stdout)
         assert report["site"] == "/sgl-workspace/sglang/python", report["site"]
@@ -145,10 +152,10 @@ def test_a_docker_build_on_an_editable_sglang_checkout_applies_and_its_healthche
         applied = {rel: st for f in report["families"] if f["state"] == "applied" for rel, st in f["files"].items()}
         assert applied and set(applied.values()) == {"applied"}, applied  # the checkout's bytes are ours
         published = wheels.tree("sglang", VERSION) / "sglang/srt/models/kimi_k25.py"
-        inside = run("docker", "run", "--rm", tag, "cat", "/sgl-workspace/sglang/python/sglang/srt/models/kimi_k25.py")
+        inside = run(*INSIDE, tag, "cat", "/sgl-workspace/sglang/python/sglang/srt/models/kimi_k25.py")
         assert inside.returncode == 0 and inside.stdout != published.read_text()  # the file Python imports
         # The HEALTHCHECK, as Docker runs it in the container.
-        container = run("docker", "run", "-d", tag, "sleep", "300").stdout.strip()
+        container = run("docker", "run", "-d", "--network=none", tag, "sleep", "300").stdout.strip()
         status = ""
         for _ in range(90):
             status = run("docker", "inspect", "-f", "{{.State.Health.Status}}", container).stdout.strip()
