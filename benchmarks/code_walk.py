@@ -146,7 +146,8 @@ def walk(argv: list[str], level: dict[str, int]) -> tuple[list[str], list[tuple[
             ups.append((caller, callee))
 
     for module in level:  # what runs on import is not a step of the command
-        importlib.import_module(module)
+        if not module.endswith("_parser_child"):  # scripts a release's interpreter runs, not modules
+            importlib.import_module(module)
     sys.setprofile(profile)
     try:
         main(argv, out=io.StringIO(), err=io.StringIO())
