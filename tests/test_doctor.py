@@ -528,7 +528,9 @@ def test_sglang_serve_before_0_5_5_does_not_start(tmp_path: Path) -> None:
                             "--model-path", "org/m")
     entry = by_code(doc)["launch.entry"]
     assert (code, entry["level"]) == (1, "problem")
-    assert entry["message"] == "sglang 0.5.4.post3 has no 'sglang serve' (from 0.5.5): the command does not start"
+    assert entry["message"] == ("sglang 0.5.4.post3 has no 'sglang serve' (its entry_points.txt declares no 'sglang' "
+                                "command): the command does not start")
+    assert (entry["wanted"], entry["found"]) == ("python -m sglang.launch_server ...", "sglang serve")
 
 
 @pytest.mark.wheels

@@ -139,9 +139,14 @@ def test_auto_fusion_targets_and_gpus(engine: str, version: str) -> None:
 
 @pytest.mark.wheels
 @pytest.mark.parametrize(("engine", "version"), releases("sglang"))
-def test_sglang_serve_from_0_5_5(engine: str, version: str) -> None:
-    serve = wheels.tree(engine, version) / "sglang" / "cli" / "serve.py"
-    assert serve.exists() == (Version(version) >= launch_facts.SGLANG_SERVE_SINCE)
+def test_sglang_serve_is_there_where_the_release_declares_its_console_script(engine: str, version: str) -> None:
+    """doctor reads `sglang serve` from entry_points.txt: the script is declared exactly where its
+    `serve` subcommand ships (0.5.5 on)."""
+    tree = wheels.tree(engine, version)
+    dist_info = next(tree.glob(f"sglang-{version}.dist-info"))
+    serve = tree / "sglang" / "cli" / "serve.py"
+    assert serve.exists() == ("sglang" in (launch_facts.console_scripts(dist_info) or ())) \
+        == (Version(version) >= Version("0.5.5"))
 
 
 @pytest.mark.wheels

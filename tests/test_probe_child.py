@@ -102,10 +102,11 @@ def probe(module: str, check: str | None, checks: Path) -> list[dict]:
     return [{"id": module, "module": module, "preload": [], "file": str(checks), "check": check}]
 
 
-def run(toy, batches, timeout: float = 60, order=None) -> tuple[list[list[dict]], list[str]]:
+def run(toy, batches, timeout: float = 60, order=None, preload=()) -> tuple[list[list[dict]], list[str]]:
     root, _, env = toy
     said: list[str] = []
-    got = probes.run_groups(sys.executable, ENGINE, [str(root)], batches, timeout, env, say=said.append, order=order)
+    got = probes.run_groups(sys.executable, ENGINE, [str(root)], batches, timeout, env, say=said.append, order=order,
+                            preload=preload)
     return got, said
 
 
@@ -130,16 +131,16 @@ def test_the_zygote_imports_a_preloaded_dependency_once_for_every_child(toy, tmp
     assert (tmp_path / "imports").read_text() == "x"  # once, in the zygote; not again in the child
 
 
-def test_an_engines_own_preloads_are_imported_once_for_its_children_only(toy, tmp_path, monkeypatch):
-    """ENGINE_PRELOAD: what one engine's probed modules import beyond PRELOAD, preloaded for that
-    engine's zygote alone."""
+def test_an_engines_own_preloads_are_imported_once_for_its_children_only(toy, tmp_path):
+    """EngineSpec.probe_preload: what one engine's probed modules import beyond PRELOAD, sent with
+    the request and preloaded for that engine's zygote alone (another engine's list is not)."""
     _, checks, _ = toy
-    assert probes._RUNNER.count("ENGINE_PRELOAD = {") == 1
-    monkeypatch.setattr(probes, "_RUNNER", probes._RUNNER.replace(
-        "ENGINE_PRELOAD = {", f'ENGINE_PRELOAD = {{"{ENGINE}": ("toydep",), "otherengine": ("nothing_here",), ', 1))
+    from patcher import engine_specs
+    assert all(spec.probe_preload for spec in engine_specs.ALL)
+    assert "nothing_here" not in probes._RUNNER
     batches = [probe("toyengine.uses_engine_dep", None, checks), probe("toyengine.uses_engine_dep", None, checks)]
     batches[1][0]["preload"] = ["toyengine.sub"]  # another group: a second child
-    got, said = run(toy, batches)
+    got, said = run(toy, batches, preload=("toydep",))
     assert statuses(got) == [("passed", ""), ("passed", "")], got
     assert said[0].startswith("probes: one child per module forked") and "toydep" in said[0], said
     assert "nothing_here" not in said[0], said
@@ -244,10 +245,10 @@ def test_a_torch_whose_cuda_is_not_initialised_is_forked_from(toy, tmp_path):
 def test_no_preload_names_an_engine_or_its_kernels():
     """Preloading must never import the engine (each child imports it fresh) nor the kernel packages
     that load CUDA libraries; the zygote also checks at run time (the refusal cases above)."""
-    never = {*manifest.ENGINES, "sgl_kernel", "flashinfer", "vllm_flash_attn", "flash_attn", "deep_gemm",
-             "deep_ep", "aiter", "cuda", "pynvml", "nvidia"}
-    names = [*probe_child.PRELOAD, *(n for names in probe_child.ENGINE_PRELOAD.values() for n in names)]
-    assert set(probe_child.ENGINE_PRELOAD) <= set(manifest.ENGINES)
+    from patcher import engine_specs
+    never = {*manifest.ENGINES, *(s.package for s in engine_specs.ALL), "sgl_kernel", "flashinfer",
+             "vllm_flash_attn", "flash_attn", "deep_gemm", "deep_ep", "aiter", "cuda", "pynvml", "nvidia"}
+    names = [*probe_child.PRELOAD, *(n for spec in engine_specs.ALL for n in spec.probe_preload)]
     assert not [n for n in names if n.split(".")[0] in never], names
 
 
@@ -333,11 +334,13 @@ def test_the_child_code_is_stdlib_only():
 def test_the_cpu_envs_import_table_runs_through_the_one_runner(monkeypatch):
     """cpu_env has no runner of its own: each module of its table is one import-only group of
     probes.run_groups, in the env's python, with the env's own environment and PROBE_TIMEOUT."""
+    from patcher import engine_specs
     from patcher.maintainer import cpu_env
     calls = []
 
-    def fake(python, engine, prepend, batches, timeout, env, cwd=None, say=None):
+    def fake(python, engine, prepend, batches, timeout, env, cwd=None, say=None, preload=()):
         calls.append((python, engine, prepend, batches, timeout, env))
+        assert preload == engine_specs.spec("sglang").probe_preload
         return [[{"status": "passed", "seconds": 1.5}],
                 [{"status": "not importable", "detail": "missing module x", "where": "a.py:3", "seconds": 0.1}]]
 

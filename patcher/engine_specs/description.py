@@ -9,7 +9,7 @@ which ``patcher.release.release.Release`` answers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 # Behaviours a release has from some version on (``DrafterReading.since`` gives the first).
@@ -122,56 +122,72 @@ class CpuEnvLine:
 
 @dataclass(frozen=True)
 class Launch:
-    """How a server of the engine is started and how its parser spells the options doctor reads."""
+    """How a server of the engine is started and how its parser spells the options doctor reads.
+    The defaults describe a plain engine: one console command, argparse's own spellings, no
+    launch checks of its own, no MTP, and no reader of its parser (doctor reads the spellings)."""
 
-    modules: tuple[str, ...]  # ``python -m <module>`` starts the server
-    cli_module: str | None  # ``python -m <cli_module> serve`` is the console script's ``serve``
-    serve_takes_model: bool  # ``<engine> serve MODEL``: a positional model tag
-    dashes_or_underscores: bool  # the parser takes ``--a_b`` for ``--a-b`` (vLLM's FlexibleArgumentParser)
+    # The console commands that start the server, as words (``("vllm", "serve")``,
+    # ``("trtllm-serve",)``); the first names the engine in reports.
+    serve_commands: tuple[tuple[str, ...], ...]
     spellings: dict[str, tuple[str, ...]]  # option -> every spelling the parser takes
     eagle3_flags: str  # the launch flags that run an EAGLE-3 drafter, as a user writes them
-    checks: tuple[str, ...]  # doctor's engine-specific launch checks (patcher.launch.doctor.ENGINE_CHECKS)
     # How a line names the speculative method: the option, and the key holding the method inside
     # the option's JSON value (None: the value is the method); whether the parser upper-cases it.
     method_option: tuple[str, str | None, bool]
     eagle_methods: tuple[str, str]  # EAGLE and EAGLE-3, as that parser reads them
-    # The release's own parser, run in the engine's interpreter (patcher.release.release_parser):
-    # the script beside this module that builds it as the server's entry point does, and the
-    # options doctor reads, by the parser's dest, each with the one spelling doctor rewrites it to.
-    parser_child: str
+    # The options doctor reads, by the parser's dest, each with the one spelling doctor rewrites it to.
     read: dict[str, str]
+    modules: tuple[str, ...] = ()  # ``python -m <module>`` starts the server
+    cli_module: str | None = None  # ``python -m <cli_module> serve`` is the first serve command
+    serve_takes_model: bool = False  # ``<serve command> MODEL``: a positional model tag
+    dashes_or_underscores: bool = False  # the parser takes ``--a_b`` for ``--a-b`` (vLLM's FlexibleArgumentParser)
+    checks: tuple[str, ...] = ()  # doctor's engine-specific launch checks (patcher.launch.doctor.ENGINE_CHECKS)
+    # The release's own parser, run in the engine's interpreter (patcher.release.release_parser):
+    # the script beside this module that builds it as the server's entry point does. None: doctor
+    # reads the exact spellings only, and every other option token makes its verdict "cannot tell".
+    parser_child: str | None = None
     # Without the release's parser (it does not import): option names that may be aliases of an
     # option doctor reads, beyond prefixes, dotted, --config and short forms (vLLM's --spec-*).
-    alias_prefixes: tuple[str, ...]
+    alias_prefixes: tuple[str, ...] = ()
     # Methods as the release resolves them after parsing (SGLang: NEXTN is EAGLE), whether EAGLE
     # without a draft model is the target's own MTP (SGLang sets the draft to the target for
     # DeepSeek-V3 targets), and the files whose Literal types name the release's *_mtp methods.
-    method_aliases: dict[str, str]
-    eagle_without_drafter_is_mtp: bool
-    mtp_declarations: tuple[str, ...]
+    method_aliases: dict[str, str] = field(default_factory=dict)
+    eagle_without_drafter_is_mtp: bool = False
+    mtp_declarations: tuple[str, ...] = ()
     # Which targets' MTP layers it loads as the draft: a model file and the targets it serves, and
     # the files whose ``if model_arch in [...]`` lists guard "the draft model is the target".
-    mtp_model: tuple[str, tuple[str, ...]] | None
-    mtp_arch_lists: tuple[str, ...]
+    mtp_model: tuple[str, tuple[str, ...]] | None = None
+    mtp_arch_lists: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class EngineSpec:
-    name: str  # the distribution, its import package and patches/<name>/
+    """One engine. The fields without a default are what every engine states; the defaults are a
+    plain engine's (no CPU env, no environment variables doctor reads), so a small engine states
+    only what differs (pre-commit's ``lang_base``)."""
+
+    name: str  # what a user types (--engine), patches/<name>/, and every report's "engine"
     title: str  # the engine as a sentence names it
+    distribution: str  # the distribution that installs it (pip, importlib.metadata)
+    package: str  # the top-level package Python imports, under site-packages
     first_covered: str  # the first release the compatibility matrix reasons about
-    cpu_env_lines: tuple[CpuEnvLine, ...]
+    launch: Launch
+    drafter: DrafterReading
+    order: int = 100  # where it comes in every listing: vLLM 0, SGLang 1, a new engine after them
+    cpu_env_lines: tuple[CpuEnvLine, ...] = ()
     # import-only shims of cpu_envs/sitecustomize.py: (shim, the first release that no longer
     # needs it; None: every release does)
-    cpu_shims: tuple[tuple[str, str | None], ...]
+    cpu_shims: tuple[tuple[str, str | None], ...] = ()
     # how a release is put into its CPU env: "sources" (the wheel's .py files laid in: its compiled
     # kernels never load beside the CPU torch) or "pip" (pip install of the release, no deps)
-    cpu_install: str
-    launch: Launch
+    cpu_install: str = "pip"
+    # third-party modules most probed modules import: the probe zygote imports them once before it
+    # forks (patcher/probes/probe_child.py says how they were measured)
+    probe_preload: tuple[str, ...] = ()
     # where a release declares the environment variables it reads, relative to site-packages, and
     # how: "getenv" (os.getenv("NAME", default) calls) or "environ" (SGLang's EnvField class)
-    env_declarations: tuple[str, str]
-    env_vars: tuple[str, ...]  # the variables doctor reads (patcher.release.launch_facts says what each does)
+    env_declarations: tuple[str, str] | None = None
+    env_vars: tuple[str, ...] = ()  # the variables doctor reads (patcher.release.launch_facts says what each does)
     # the first release whose model registry resolves each architecture the drafter check names
-    registered_since: dict[str, str]
-    drafter: DrafterReading
+    registered_since: dict[str, str] = field(default_factory=dict)

@@ -51,7 +51,10 @@ def switch_weights(ask: Ask, switch: str, drafter_class: str, prefix: str) -> tu
 SPEC = EngineSpec(
     name="sglang",
     title="SGLang",
+    distribution="sglang",
+    package="sglang",
     first_covered="0.5.1",
+    order=1,
     # SGLang pins transformers 5 from 0.5.10.
     cpu_env_lines=(CpuEnvLine("0.5.1", "0.5.9", "sglang-old"), CpuEnvLine("0.5.10", None, "sglang-new")),
     cpu_shims=(
@@ -61,9 +64,18 @@ SPEC = EngineSpec(
         ("torch_cpu_amx", "0.5.3"),
     ),
     cpu_install="pip",
+    # What most probed modules import beyond the shared preloads (measured with -X importtime on
+    # SGLang 0.5.9 and 0.5.23 in the CPU envs: patcher/probes/probe_child.py says how).
+    probe_preload=(
+        "transformers.modeling_layers", "transformers.processing_utils", "transformers.video_processing_utils",
+        "transformers.models.auto.tokenization_auto", "transformers.models.auto.image_processing_auto",
+        "torch._dynamo.repro.after_dynamo", "torch._inductor.compiler_bisector", "xgrammar", "tvm_ffi",
+        "IPython.display", "starlette.routing", "fsspec", "pybase64", "orjson", "partial_json_parser",
+    ),
     launch=Launch(
+        serve_commands=(("sglang", "serve"),),  # its own console script's subcommand (from 0.5.5)
         modules=("sglang.launch_server",),
-        cli_module=None,  # `sglang serve` is its own console script (from 0.5.5)
+        cli_module=None,
         serve_takes_model=False,
         # plain argparse: only its own spellings (and unique prefixes: --tp for --tp-size)
         dashes_or_underscores=False,

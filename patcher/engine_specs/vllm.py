@@ -74,7 +74,10 @@ def switch_weights(ask: Ask, switch: str, drafter_class: str, prefix: str) -> tu
 SPEC = EngineSpec(
     name="vllm",
     title="vLLM",
+    distribution="vllm",
+    package="vllm",
     first_covered="0.9.0",
+    order=0,
     # vLLM pins transformers<5 up to 0.19 and allows 5.x from 0.20 (requires it from 0.25).
     cpu_env_lines=(CpuEnvLine("0.10.0", "0.19.1", "vllm-old"), CpuEnvLine("0.20.0", None, "vllm-new")),
     # numba, llguidance, openai_harmony, gguf, diskcache, xgrammar, mistral_common, fastapi: what
@@ -85,7 +88,17 @@ SPEC = EngineSpec(
     # compiled kernels never load beside the CPU torch and are pruned anyway: the published
     # sources from the wheel cache instead of a 340 MB pip install (about 60 s a swap saved)
     cpu_install="sources",
+    # What most probed modules import beyond the shared preloads (measured with -X importtime on
+    # vLLM 0.19.1 and 0.33.0 in the CPU envs: patcher/probes/probe_child.py says how).
+    probe_preload=(
+        "torch.utils.cpp_extension", "transformers.models.auto.tokenization_auto",
+        "transformers.models.auto.image_processing_auto", "transformers.models.auto.modeling_auto",
+        "transformers.video_processing_utils", "fastapi", "xgrammar", "llguidance", "openai_harmony",
+        "prometheus_client", "logging.config", "cachetools", "cbor2", "cpuinfo", "zmq.asyncio", "uvloop",
+        "fsspec", "multiprocessing.shared_memory", "cloudpickle", "xxhash", "pybase64", "partial_json_parser",
+    ),
     launch=Launch(
+        serve_commands=(("vllm", "serve"),),
         modules=("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"),
         cli_module="vllm.entrypoints.cli.main",
         serve_takes_model=True,

@@ -3,5 +3,5 @@ its version and the interpreter that runs it (``engines``, ``interpreter``; ``ch
 install's package and what proves its files; ``_introspect`` is the script that interpreter runs
 to answer).
 
-May import: errors.
+May import: errors, engine_specs.
 """

@@ -1,5 +1,5 @@
 """Run inside the target interpreter (stdlib only, no engine import): where does the
-engine come from, which copies are installed, how does this Python cache bytecode.
+engine's package come from, which copies are installed, how does this Python cache bytecode.
 
 Printed as one JSON object. Also imported and called in-process when the target is
 the running interpreter, so both paths share this code.
@@ -15,15 +15,15 @@ def _norm(name):
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def describe(engine, wanted):
-    spec = importlib.util.find_spec(engine)
+def describe(package, distribution, wanted):
+    spec = importlib.util.find_spec(package)
     imported = None
     if spec is not None:
         locs = list(spec.submodule_search_locations or [])
         imported = locs[0] if locs else spec.origin
     # distributions(name=...) matches on folder names: no need to parse every METADATA.
     copies = [{"dist_info": str(getattr(d, "_path", "")), "version": d.version}
-              for d in md.distributions(name=engine)]
+              for d in md.distributions(name=distribution)]
     others = {}
     for name in wanted:
         for dist in md.distributions(name=name):
@@ -40,4 +40,4 @@ def describe(engine, wanted):
 
 
 if __name__ == "__main__":
-    print(json.dumps(describe(sys.argv[1], sys.argv[2:])))
+    print(json.dumps(describe(sys.argv[1], sys.argv[2], sys.argv[3:])))

@@ -27,8 +27,8 @@ def editable(dist_info: Path) -> bool:
     return bool(direct_url(dist_info).get("dir_info", {}).get("editable"))
 
 
-def package(site: Path, engine: str, dists: list) -> Path | None:
-    """Where Python would import ``engine`` from, for an editable install seen through ``--site``
+def package(site: Path, name: str, dists: list) -> Path | None:
+    """Where Python would import the package ``name`` from, for an editable install seen through ``--site``
     alone (no interpreter to ask), read as ``site.py`` and the editable finders read it: a path
     line of a ``.pth`` file (setuptools' lenient mode, legacy ``develop``), the ``MAPPING`` of
     setuptools' ``__editable___*_finder.py``, else the folder ``direct_url.json`` names."""
@@ -38,8 +38,8 @@ def package(site: Path, engine: str, dists: list) -> Path | None:
         except OSError:
             continue
         for line in (ln.strip() for ln in lines):
-            if line and not line.startswith(("#", "import ", "import\t")) and (site / line / engine).is_dir():
-                return site / line / engine  # an absolute line stays itself under '/'
+            if line and not line.startswith(("#", "import ", "import\t")) and (site / line / name).is_dir():
+                return site / line / name  # an absolute line stays itself under '/'
     for finder in sorted(site.glob("__editable___*_finder.py")):
         try:
             tree = ast.parse(finder.read_text(encoding="utf-8", errors="replace"))
@@ -49,15 +49,15 @@ def package(site: Path, engine: str, dists: list) -> Path | None:
             if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["MAPPING"]:
                 with contextlib.suppress(ValueError):
                     mapping = ast.literal_eval(node.value)
-                    if isinstance(mapping, dict) and isinstance(mapping.get(engine), str) and \
-                            Path(mapping[engine]).is_dir():
-                        return Path(mapping[engine])
+                    if isinstance(mapping, dict) and isinstance(mapping.get(name), str) and \
+                            Path(mapping[name]).is_dir():
+                        return Path(mapping[name])
     for dist in dists:
         direct = direct_url(Path(dist._path))
         url = direct.get("url") if direct.get("dir_info", {}).get("editable") else None
         if isinstance(url, str) and url.startswith("file://"):
             root = Path(urllib.parse.unquote(urllib.parse.urlparse(url).path))
-            for pkg in (root / engine, root / "src" / engine):
+            for pkg in (root / name, root / "src" / name):
                 if pkg.is_dir():
                     return pkg
     return None

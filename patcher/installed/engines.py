@@ -20,6 +20,7 @@ from pathlib import Path
 import importlib_metadata
 from packaging.version import InvalidVersion, Version
 
+from patcher import engine_specs
 from patcher.errors import EngineError, NotInstalled
 from patcher.installed import _introspect, checkout, interpreter
 
@@ -52,6 +53,11 @@ class Install:
     # What "published" means for these files: the wheel's RECORD, or for an editable checkout
     # (no RECORD of its files) the hashes the release published, shipped with the patch set.
     truth: str = "the wheel's RECORD"  # RECORD_TRUTH
+    package: str = ""  # the top-level package Python imports; "": the engine's name
+
+    def __post_init__(self) -> None:
+        if not self.package:
+            object.__setattr__(self, "package", self.engine)
 
     def path(self, rel: str) -> Path:
         """Absolute path of an engine file, refusing anything that is not one of its installed files.
@@ -123,15 +129,23 @@ def _unrecorded(copy: dict) -> bool:
     return checkout.editable(dist_info) or not (dist_info / "RECORD").is_file()
 
 
+def names(engine: str) -> tuple[str, str]:
+    """(distribution, import package) of ``engine``, as its module states them; an engine patcher
+    has no module for (the tests' toy engines) is both under its own name."""
+    spec = engine_specs.BY_NAME.get(engine)
+    return (spec.distribution, spec.package) if spec else (engine, engine)
+
+
 def _describe(engine: str, python: str | None, site: Path | None, wanted: list[str]) -> dict:
+    distribution, package = names(engine)
     if site is not None:
         if not site.is_dir():
             raise EngineError(f"{site} is not a directory", wanted="the site-packages directory holding the engine",
                               found=str(site))
-        dists = list(importlib_metadata.distributions(path=[str(site)], name=engine))
-        pkg = site / engine
+        dists = list(importlib_metadata.distributions(path=[str(site)], name=distribution))
+        pkg = site / package
         if not pkg.is_dir():  # an editable install: the package is where its .pth or finder says
-            pkg = checkout.package(site, engine, dists) or pkg
+            pkg = checkout.package(site, package, dists) or pkg
         others = {}
         for name in wanted:
             found = [d for d in importlib_metadata.distributions(path=[str(site)], name=name)]
@@ -143,11 +157,11 @@ def _describe(engine: str, python: str | None, site: Path | None, wanted: list[s
                 "others": others}
     # Compare paths without resolving symlinks: a venv's python is a symlink to its base.
     if python is None or os.path.abspath(python) == os.path.abspath(sys.executable):
-        info = _introspect.describe(engine, wanted)
+        info = _introspect.describe(package, distribution, wanted)
         info["executable"] = sys.executable
         return info
     try:
-        out = subprocess.run([python, "-c", Path(_introspect.__file__).read_text(), engine, *wanted],
+        out = subprocess.run([python, "-c", Path(_introspect.__file__).read_text(), package, distribution, *wanted],
                              capture_output=True, text=True, timeout=60, check=True).stdout
         return json.loads(out)
     except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as exc:
@@ -198,7 +212,7 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
         record, truth = _record(dist_info), RECORD_TRUTH
     return Install(engine, version, pkg_dir.parent, dist_info, record, interp,
                    info.get("python"), info.get("cache_tag"), info.get("pycache_prefix"),
-                   dict(info.get("others", {})), shadowed, truth)
+                   dict(info.get("others", {})), shadowed, truth, names(engine)[1])
 
 
 def locate(engine: str, *, python: str | None = None, site: Path | None = None,

@@ -125,10 +125,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs
         return DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                             launch, probes=probes)
-    if cmd.entry == "sglang serve" and install.version < launch_facts.SGLANG_SERVE_SINCE:
-        launch.append(problem("launch.entry", f"{release.label()} has no 'sglang serve' (from "
-                              f"{launch_facts.SGLANG_SERVE_SINCE}): the command does not start",
-                              wanted="python -m sglang.launch_server ...", found="sglang serve"))
+    launch += _entry_findings(cmd, install, release)
     launch += launch_checks.env_findings(variables, env, cmd, install.site)
     unreadable: list[Finding] = []
     target = _target_config(cmd, unreadable)
@@ -144,6 +141,20 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
                        launch, target_config=target, probes=probes)
     doc.drafter = _drafter_findings(cmd, release, target) if method.kind == command_checks.EAGLE else []
     return doc
+
+
+def _entry_findings(cmd: LaunchCommand, install: engines.Install, release: Release) -> list[Finding]:
+    """A console command the release does not install (SGLang's ``sglang`` before 0.5.5), read
+    from its ``entry_points.txt``: the line does not start."""
+    spec = engine_specs.spec(cmd.engine)
+    serve = next((s for s in spec.launch.serve_commands if " ".join(s) == cmd.entry), None)
+    scripts = launch_facts.console_scripts(install.dist_info) if serve else None
+    if serve is None or scripts is None or serve[0] in scripts:
+        return []
+    return [problem("launch.entry", f"{release.label()} has no '{cmd.entry}' (its entry_points.txt declares no "
+                    f"'{serve[0]}' command): the command does not start",
+                    wanted=f"python -m {spec.launch.modules[0]} ..." if spec.launch.modules else cmd.entry,
+                    found=cmd.entry)]
 
 
 # The launch checks one engine's module lists (``Launch.checks``), by name: what its server does

@@ -335,8 +335,9 @@ def run_probes(python: Path, engine: str, version: str, say=None) -> list[dict]:
     the same isolation and preloaded zygote as ``patcher verify``, and PROBE_TIMEOUT for them all."""
     table = probes_for(engine, version)
     batches = [[{"id": p.module, "module": p.module, "preload": list(p.prelude), "check": None}] for p in table]
-    got = probes.run_groups(str(python), engine, [], batches, PROBE_TIMEOUT, probe_env(),
-                            cwd=tempfile.gettempdir(), say=say)
+    spec = engine_specs.spec(engine)
+    got = probes.run_groups(str(python), spec.package, [], batches, PROBE_TIMEOUT, probe_env(),
+                            cwd=tempfile.gettempdir(), say=say, preload=spec.probe_preload)
     out = []
     for p, (r,) in zip(table, got):
         res = {"ok": r["status"] == "passed", "module": p.module, "prelude": list(p.prelude),

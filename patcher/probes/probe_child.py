@@ -8,7 +8,7 @@ Two modes, one request (JSON in ``argv[1]``):
 * ``spawn``: one interpreter runs the probes of one group (one module after the same
   preloads) and prints their results after ``MARK``. One fresh interpreter per group.
 * ``fork``: a zygote. It imports the heavy third-party modules the engine's modules use
-  (``PRELOAD`` and the engine's ``ENGINE_PRELOAD``, those that are installed; never the
+  (``PRELOAD`` and the engine's own, sent as "preload", those that are installed; never the
   engine), freezes them out of the collector's reach, then forks one child per group, so each
   child imports the engine's modules fresh, as a fresh interpreter would, without paying for
   torch again. A child's failed import dies with the child. The zygote refuses (says
@@ -50,28 +50,14 @@ PRELOAD = (
     "compressed_tensors",
 )
 
-# What each engine's probed modules import beyond PRELOAD, third-party only (never the engine,
-# nor its kernel packages: sgl_kernel, flashinfer, ... may touch CUDA): measured as the modules
-# a forked child imported that the zygote had not (``sys.modules`` after the child's imports,
-# less the zygote's, with ``python -X importtime``), on SGLang 0.5.9 / 0.5.23 and vLLM 0.19.1 /
-# 0.33.0 (CPU envs). Every child paid for them again (about a tenth of its import); the zygote
-# pays once. A module belongs here when most probed modules import it: one only a single child
-# imports would just move its cost into the zygote, which runs before any child, on one core.
-ENGINE_PRELOAD = {
-    "sglang": (
-        "transformers.modeling_layers", "transformers.processing_utils", "transformers.video_processing_utils",
-        "transformers.models.auto.tokenization_auto", "transformers.models.auto.image_processing_auto",
-        "torch._dynamo.repro.after_dynamo", "torch._inductor.compiler_bisector", "xgrammar", "tvm_ffi",
-        "IPython.display", "starlette.routing", "fsspec", "pybase64", "orjson", "partial_json_parser",
-    ),
-    "vllm": (
-        "torch.utils.cpp_extension", "transformers.models.auto.tokenization_auto",
-        "transformers.models.auto.image_processing_auto", "transformers.models.auto.modeling_auto",
-        "transformers.video_processing_utils", "fastapi", "xgrammar", "llguidance", "openai_harmony",
-        "prometheus_client", "logging.config", "cachetools", "cbor2", "cpuinfo", "zmq.asyncio", "uvloop",
-        "fsspec", "multiprocessing.shared_memory", "cloudpickle", "xxhash", "pybase64", "partial_json_parser",
-    ),
-}
+# What each engine's probed modules import beyond PRELOAD (``EngineSpec.probe_preload``, sent in
+# the request as "preload"), third-party only (never the engine, nor its kernel packages:
+# sgl_kernel, flashinfer, ... may touch CUDA): measured as the modules a forked child imported that
+# the zygote had not (``sys.modules`` after the child's imports, less the zygote's, with ``python
+# -X importtime``), on SGLang 0.5.9 / 0.5.23 and vLLM 0.19.1 / 0.33.0 (CPU envs). Every child paid
+# for them again (about a tenth of its import); the zygote pays once. A module belongs there when
+# most probed modules import it: one only a single child imports would just move its cost into the
+# zygote, which runs before any child, on one core.
 
 
 def _import_failure(e, engine, module):
@@ -134,7 +120,7 @@ def probe_group(engine, probes):
 
 def spawn_main(req):
     real_stdout, sys.stdout = sys.stdout, sys.stderr  # engine chatter must not corrupt our JSON
-    results = probe_group(req["engine"], req["groups"][0])
+    results = probe_group(req["package"], req["groups"][0])
     real_stdout.write("\n" + MARK + json.dumps(results) + "\n")
 
 
@@ -157,13 +143,13 @@ def _threads():
 POOL_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-def _preload(engine):
-    """Import the installed modules of PRELOAD; (names, None) or (names, why not to fork)."""
+def _preload(engine, extra):
+    """Import the installed modules of PRELOAD and ``extra``; (names, None) or (names, why not to fork)."""
     done = []
     saved = {k: os.environ.get(k) for k in POOL_VARIABLES}
     os.environ.update(dict.fromkeys(POOL_VARIABLES, "1"))
     try:
-        for name in PRELOAD + ENGINE_PRELOAD.get(engine, ()):
+        for name in (*PRELOAD, *extra):
             try:
                 if importlib.util.find_spec(name.split(".")[0]) is None:
                     continue
@@ -256,14 +242,14 @@ def fork_main(req):
     msg = os.dup(1)  # our messages; everything else written to fd 1 goes to stderr
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    engine = req["engine"]
+    engine = req["package"]
     if not hasattr(os, "fork"):
         return _say(msg, mode="spawn", why="os.fork is not available here")
     if not sys.platform.startswith("linux"):
         return _say(msg, mode="spawn", why="forking a preloaded interpreter is only trusted on Linux, "
                     f"this is {sys.platform}")
     t0 = time.perf_counter()
-    done, why = _preload(engine)
+    done, why = _preload(engine, req.get("preload", ()))
     if why:
         return _say(msg, mode="spawn", why=why)
     _say(msg, mode="fork", preloaded=done, seconds=round(time.perf_counter() - t0, 2))

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from patcher import engine_specs
 from patcher.core.plan import State, Status
 from patcher.installed.engines import Install
 from patcher.probes import import_cost
@@ -107,8 +108,9 @@ def run(install: Install, statuses: list[Status], timeout: float = 180.0,
     tell(f"{install.engine} {install.version}: importing {len(work)} patched module(s) to run {len(todo)} "
          f"probe(s) (up to {timeout:g} s)...")
     t0 = time.monotonic()
-    outcomes = run_groups(install.python or sys.executable, install.engine, prepend, work, timeout, env, say=say,
-                          order=order)
+    preload = spec.probe_preload if (spec := engine_specs.BY_NAME.get(install.engine)) else ()
+    outcomes = run_groups(install.python or sys.executable, install.package, prepend, work, timeout, env, say=say,
+                          order=order, preload=preload)
     tell(f"{install.engine} {install.version}: probes done in {time.monotonic() - t0:.1f} s")
     results: dict[int, dict] = {}
     for ix, got in zip(batches, outcomes):
@@ -126,14 +128,14 @@ def run(install: Install, statuses: list[Status], timeout: float = 180.0,
 
 def _dearest_first(install: Install, work: list[list[dict]]) -> list[int]:
     """Indices of ``work`` (groups), those whose imports pull in most of the engine first."""
-    cost = import_cost.Closures(install.site, install.engine)
+    cost = import_cost.Closures(install.site, install.package)
     return sorted(range(len(work)), key=lambda g: -cost.size([*work[g][0]["preload"], work[g][0]["module"]]))
 
 
-def run_groups(python: str, engine: str, prepend: list[str], batches: list[list[dict]], timeout: float,
+def run_groups(python: str, package: str, prepend: list[str], batches: list[list[dict]], timeout: float,
                env: dict[str, str], cwd: str | None = None,
                say: Callable[[str], None] | None = None,
-               order: Callable[[], list[int]] | None = None) -> list[list[dict]]:
+               order: Callable[[], list[int]] | None = None, preload: tuple[str, ...] = ()) -> list[list[dict]]:
     """The results of each group of ``batches`` (probes of one module after the same preloads; a
     probe without "check" only imports), each group isolated from the others, within ``timeout``.
 
@@ -144,7 +146,7 @@ def run_groups(python: str, engine: str, prepend: list[str], batches: list[list[
     deadline = time.monotonic() + timeout
     ranked = functools.cache(lambda: _permutation(order() if order else None, len(batches)))  # once, if spawning
     jobs = max(1, min(len(batches), cpus()))
-    req = {"engine": engine, "prepend": prepend, "jobs": jobs}
+    req = {"package": package, "prepend": prepend, "jobs": jobs, "preload": list(preload)}
     tell = say or (lambda line: None)
     why = _why_not_fork(env)
     if why is None:

@@ -152,21 +152,22 @@ def _interpreter(word: str) -> str | None:
 
 def _engine_of(words: list[str]) -> tuple[str | None, list[str], str | None, str]:
     """(engine, its arguments, the positional model of ``vllm serve``, the entry point)."""
-    head = PurePath(words[0]).name
+    head = [PurePath(words[0]).name, *words[1:]]
     for spec in engine_specs.ALL:
-        if head == spec.name and words[1:2] == ["serve"]:  # the console script (sglang's from 0.5.5)
-            rest = words[2:]
-            if spec.launch.serve_takes_model and rest and not rest[0].startswith("-"):
-                return spec.name, rest[1:], rest[0], f"{spec.name} serve"
-            return spec.name, rest, None, f"{spec.name} serve"
+        for serve in spec.launch.serve_commands:  # a console script (sglang's `serve` from 0.5.5)
+            if head[:len(serve)] == list(serve):
+                rest, entry = words[len(serve):], " ".join(serve)
+                if spec.launch.serve_takes_model and rest and not rest[0].startswith("-"):
+                    return spec.name, rest[1:], rest[0], entry
+                return spec.name, rest, None, entry
     if _is_python(words[0]) and "-m" in words:
         i = words.index("-m")
         module = words[i + 1] if i + 1 < len(words) else ""
         for spec in engine_specs.ALL:
             if module in spec.launch.modules:
                 return spec.name, words[i + 2:], None, f"-m {module}"
-            if module == spec.launch.cli_module and words[i + 2:i + 3] == ["serve"]:
-                return _engine_of([spec.name, *words[i + 2:]])
+            if module == spec.launch.cli_module and words[i + 2:i + 3] == [spec.launch.serve_commands[0][-1]]:
+                return _engine_of([*spec.launch.serve_commands[0], *words[i + 3:]])
     return None, [], None, ""
 
 

@@ -53,8 +53,6 @@ V2_EAGLE3_PP_FALLBACK = SpecifierSet("==0.29.0")
 # The speculative worker: EAGLEWorkerV2 (overlap scheduling) when on; declared in sglang/srt/environ.py
 # from 0.5.4.post1, on by default from 0.5.11, removed in 0.5.14 (the V2 worker always runs).
 SPEC_V2_ENV = "SGLANG_ENABLE_SPEC_V2"
-# `sglang serve` (sglang/cli/serve.py, the `sglang` console script's subcommand) exists from 0.5.5.
-SGLANG_SERVE_SINCE = Version("0.5.5")
 FUSED_CAPTURE_FAMILY = "eagle3-fused-allreduce-capture"
 # With the FlashInfer allreduce fusion on, the DeepSeek layers captured hidden_states + residual
 # before the fused allreduce (per-rank partial sums) on these releases; fixed upstream in
@@ -484,3 +482,19 @@ def eagle_mla_model_types(site: Path | None) -> frozenset[str] | None:
                     return frozenset(c.value for c in tuples[0].elts
                                      if isinstance(c, ast.Constant) and isinstance(c.value, str))
     return None
+
+
+def console_scripts(dist_info: Path) -> frozenset[str] | None:
+    """The console commands a release installs, as its ``entry_points.txt`` declares them (SGLang
+    declares ``sglang`` from 0.5.5: none before, and no such file); None where that cannot be read."""
+    import configparser
+
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # names keep their case
+    try:
+        parser.read_string((dist_info / "entry_points.txt").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return frozenset() if (dist_info / "METADATA").is_file() else None  # a wheel that declares none
+    except (OSError, UnicodeDecodeError, configparser.Error):
+        return None
+    return frozenset(parser["console_scripts"]) if parser.has_section("console_scripts") else frozenset()

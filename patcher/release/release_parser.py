@@ -141,7 +141,7 @@ def _reading(cmd: LaunchCommand, got: dict | None, seconds: float, cached: bool,
 
 def _request(cmd: LaunchCommand) -> dict:
     argv = [cmd.model_tag, *cmd.argv] if cmd.model_tag is not None else list(cmd.argv)
-    return {"argv": argv, "entry": "serve" if cmd.entry.endswith(" serve") else "module"}
+    return {"argv": argv, "entry": "module" if cmd.entry.startswith("-m ") else "serve"}
 
 
 def canonical(read_as: dict[str, str], values: dict) -> list[str]:
