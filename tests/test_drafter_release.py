@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from patcher import engine_specs
 from patcher.cli.main import main
 from patcher.core import manifest, matrix
 from patcher.core.manifest import contains
@@ -428,10 +429,10 @@ def test_sglang_aux_rule_matches_every_release() -> None:
 
 @pytest.mark.wheels
 def test_sglang_native_layers0_matches_every_release() -> None:
-    # facts.SGLANG_MAPS_LAYERS0: from that release the Llama drafter maps layers.0.* itself.
+    # SGLang's since[MAPS_LAYERS0]: from that release the Llama drafter maps layers.0.* itself.
     for version, tree in _trees("sglang"):
         native = "legacy_name_map" in (tree / "sglang/srt/models/llama_eagle3.py").read_text()
-        assert (version >= facts.SGLANG_MAPS_LAYERS0) == native, version
+        assert (version >= Version(engine_specs.spec("sglang").drafter.since[facts.MAPS_LAYERS0])) == native, version
 
 
 # --- which aux ids each vLLM runner reads (facts.ids_taken), on every cached release -----------
@@ -448,7 +449,7 @@ def test_vllm_runner_id_readers_match_every_release() -> None:
         assert (facts.V2 in facts.vllm_runners(release)) == v2_dir.is_dir(), version
         utils = v2_dir / "spec_decode/eagle/eagle3_utils.py"
         v2_aux = utils.is_file() and "eagle_aux_hidden_state_layer_ids" in utils.read_text()
-        assert (version >= facts.VLLM_V2_AUX_SINCE) == v2_aux, version
+        assert (version >= Version(engine_specs.spec("vllm").drafter.since[facts.V2_AUX])) == v2_aux, version
         v1_reads = 'eagle_config.get("eagle_aux_hidden_state_layer_ids")' in v1
         if v1_file.is_file():
             taken = facts.ids_taken(release, facts.V1, None, [4, 30, 56])
@@ -605,7 +606,7 @@ def test_vllm_skips_input_norm_from_0_18_0() -> None:
         text = (tree / "vllm/model_executor/models/llama_eagle3.py").read_text()
         # skip_substrs up to 0.28.0; from 0.29.0 a WeightsMapper that maps the prefix to None.
         skips = 'skip_substrs.append("input_norm.")' in text or 'orig_to_new_substr["input_norm."] = None' in text
-        assert skips == (version >= facts.VLLM_SKIPS_INPUT_NORM), version
+        assert skips == (version >= Version(engine_specs.spec("vllm").drafter.since[facts.SKIPS_INPUT_NORM])), version
 
 
 def test_sglang_transformers_major_matches_every_release() -> None:

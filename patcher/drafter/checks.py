@@ -129,7 +129,7 @@ EAGLE_RUNS = {"runs-without-features": _as_run_by_eagle, "stops-at-start-up": _a
 
 
 def _fix_command(engine: Release | None) -> str:
-    name = engine.name if engine else "sglang"
+    name = engine.name if engine else "{" + ",".join(engine_specs.NAMES) + "}"
     if engine is not None and engine.located_by:
         where = engine.located_by
     else:
@@ -138,14 +138,16 @@ def _fix_command(engine: Release | None) -> str:
 
 
 def _check_config_format(d: DrafterConfig, engine: Release | None) -> list[Finding]:
-    vllm_reads = facts.SINCE["vllm"][facts.SPECULATORS_CONFIG]
+    readers = ", ".join(f"{s.title} reads it from {s.drafter.since[facts.SPECULATORS_CONFIG]}"
+                        if facts.SPECULATORS_CONFIG in s.drafter.since else f"{s.title} never"
+                        for s in engine_specs.ALL)
     if d.format == SPECULATORS:
         if d.speculators_model_type != "eagle3":
             return [problem("config.format", "a speculators config of another algorithm than EAGLE-3",
                             wanted='"speculators_model_type": "eagle3"',
                             found=repr(d.speculators_model_type) if d.speculators_model_type else "(not set)")]
         if engine is None:
-            return [hint("config.format", f"speculators-format config: vLLM reads it from {vllm_reads}, SGLang never",
+            return [hint("config.format", f"speculators-format config: {readers}",
                          hint="pass --engine to check it against your engine")]
         if facts.reads_speculators_config(engine):
             return [ok("config.format", f"speculators-format config, read by {engine.label()}")]
@@ -209,8 +211,9 @@ def _check_decoder_keys(ckpt: Checkpoint, engine: Release | None) -> list[Findin
     if engine is not None and limit is not None and len(layers) > limit:
         out.append(problem("keys.decoder_layers", f"{len(layers)} decoder layers; {engine.label()} builds {limit}",
                            wanted=f"{limit} decoder layer", found=f"layers {sorted(layers)}",
-                           hint=f"vLLM >= {facts.SINCE['vllm'][facts.MULTI_LAYER_LLAMA]} or SGLang >= "
-                                f"{facts.SGLANG_MAPS_LAYERS0} build multi-layer drafters"))
+                           hint=" or ".join(f"{s.title} >= {s.drafter.since[s.drafter.multi_layer_since]}"
+                                            for s in engine_specs.ALL if s.drafter.multi_layer_since in s.drafter.since)
+                           + " build multi-layer drafters"))
     if engine is not None and facts.reading(engine).adds_model_prefix:
         prefixed = [n for n in ckpt.tensors if n.startswith(MODEL_PREFIX)]
         if prefixed:

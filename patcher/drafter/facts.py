@@ -92,9 +92,6 @@ def registers(release: Release, arch: str) -> bool | None:
 
 # SGLang maps `layers.0.*` itself from 0.5.12: our v2 of eagle3-drafter-keys only makes that
 # loader loud, so its state says nothing about key names there.
-SGLANG_MAPS_LAYERS0 = SINCE["sglang"][MAPS_LAYERS0]
-
-
 def _native_layers0(release: Release) -> bool:
     return bool(since(release, MAPS_LAYERS0))
 
@@ -193,7 +190,6 @@ def correct_algorithm_flag(engine: str) -> str:
 # writes). From 0.29.0 `VllmConfig.use_v2_model_runner` makes v2 the default for DeepSeek/Kimi
 # targets with EAGLE-3. SGLang reads `eagle_config` only (ModelRunner.initialize). Which key each
 # path reads is the engine module's rule (``DrafterReading.ids_taken``).
-VLLM_V2_AUX_SINCE = SINCE["vllm"][V2_AUX]
 
 
 def after_apply(release: Release) -> Release:
@@ -222,7 +218,7 @@ def vllm_default_runner(release: Release, target_arch: str | None) -> str:
     "unknown" when the release picks by architecture and the target's is not known."""
     if release.version is None:
         return V1
-    var = launch_facts.env_vars("vllm", release.site).get(launch_facts.V2_RUNNER_ENV)
+    var = launch_facts.env_vars(release.name, release.site).get(launch_facts.V2_RUNNER_ENV)
     if var is None:  # no install to read: what the releases declare (unset reads as "0" before 0.22.0)
         var = launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, True,
                                   "0" if release.version < launch_facts.V2_ENV_TRISTATE_SINCE else None)
@@ -322,7 +318,6 @@ SWITCH_WEIGHTS = {"norm_before_fc": "input_norm.", "fc_norm": "fc_norm."}
 SPECFORGE_NORM_OUTPUT_REF = "sgl-project/SpecForge#879"
 SPECFORGE_NORM_OUTPUT = ("SpecForge 0.2.0 and earlier write norm_output for another switch: the final norm "
                          "before lm_head (on by default), with the pre-norm state fed to the next draft step")
-VLLM_SKIPS_INPUT_NORM = SINCE["vllm"][SKIPS_INPUT_NORM]
 HONOURED, REFUSED, DROPPED = "honoured", "refused", "dropped"
 
 

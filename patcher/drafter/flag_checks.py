@@ -13,7 +13,6 @@ from pathlib import Path
 
 from patcher import engine_specs
 from patcher.drafter.errors import DrafterInputError
-from patcher.drafter.facts import correct_algorithm_flag
 from patcher.drafter.findings import Finding, hint, ok, problem
 from patcher.release.launch_command import option_values
 
@@ -55,8 +54,8 @@ def _same_path(a: str, b: Path) -> bool:
 
 def check_flags(flags: str, engine: str, drafter: Path, speculators_config: bool) -> list[Finding]:
     argv = split_flags(flags)
-    check = FLAG_CHECKS[engine_specs.spec(engine).launch.method_option[0]]
-    return check(argv, drafter, speculators_config)
+    launch = engine_specs.spec(engine).launch
+    return FLAG_CHECKS[launch.method_option[0]](argv, drafter, speculators_config, launch.eagle3_flags)
 
 
 def _other_draft_path(where: str, named: str, drafter: Path) -> Finding:
@@ -68,9 +67,8 @@ def _other_draft_path(where: str, named: str, drafter: Path) -> Finding:
                    hint="check the folder the launch names, or point the launch at the folder checked")
 
 
-def _check_sglang(argv: list[str], drafter: Path, speculators_config: bool = False) -> list[Finding]:
+def _check_sglang(argv: list[str], drafter: Path, speculators_config: bool, want: str) -> list[Finding]:
     out: list[Finding] = []
-    want = correct_algorithm_flag("sglang")
     if flag_values(argv, "--speculative-config"):
         out.append(problem("flags.engine", "--speculative-config is a vLLM flag; SGLang does not take it",
                            wanted=want, found="--speculative-config"))
@@ -96,9 +94,8 @@ def _check_sglang(argv: list[str], drafter: Path, speculators_config: bool = Fal
     return out
 
 
-def _check_vllm(argv: list[str], drafter: Path, speculators_config: bool) -> list[Finding]:
+def _check_vllm(argv: list[str], drafter: Path, speculators_config: bool, want: str) -> list[Finding]:
     out: list[Finding] = []
-    want = correct_algorithm_flag("vllm")
     if flag_values(argv, "--speculative-algorithm"):
         out.append(problem("flags.engine", "--speculative-algorithm is an SGLang flag; vLLM does not take it",
                            wanted=want, found="--speculative-algorithm"))

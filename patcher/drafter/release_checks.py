@@ -98,10 +98,12 @@ def check_drafter_class(d: DrafterConfig, release: Release | None) -> list[Findi
     mla = next((a for a in d.architectures if a in MLA_DRAFTERS), None)
     if release is None or release.version is None:
         if mla:
-            return [hint("config.format", f"architectures {archs}: an MLA EAGLE-3 drafter; vLLM registers it "
-                         f"from {facts.REGISTERED_SINCE['vllm'][mla]}, SGLang "
-                         + (f"from {facts.REGISTERED_SINCE['sglang'][mla]}" if mla in facts.REGISTERED_SINCE["sglang"]
-                            else "under no release (only Eagle3DeepseekV2ForCausalLM)"),
+            where = [f"from {s.registered_since[mla]}" if mla in s.registered_since else
+                     "under no release (only " + ", ".join(a for a in MLA_DRAFTERS if a in s.registered_since) + ")"
+                     for s in engine_specs.ALL]
+            return [hint("config.format", f"architectures {archs}: an MLA EAGLE-3 drafter; "
+                         + ", ".join(f"{s.title}{' registers it' if i == 0 else ''} {w}"
+                                     for i, (s, w) in enumerate(zip(engine_specs.ALL, where))),
                          hint="pass --engine and --engine-version (or --python / --site) to check your release")]
         if "LlamaForCausalLMEagle3" in d.architectures:
             return [ok("config.format", "LlamaForCausalLMEagle3 config, the name both engines register")]

@@ -121,6 +121,17 @@ class CpuEnvLine:
 
 
 @dataclass(frozen=True)
+class CpuImport:
+    """A module the CPU env imports for a release (patcher.maintainer.cpu_env): a patched module, on
+    the releases ``first``..``last`` (inclusive; None: open), after ``prelude`` in one interpreter."""
+
+    module: str
+    first: str | None = None
+    last: str | None = None
+    prelude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Launch:
     """How a server of the engine is started and how its parser spells the options doctor reads.
     The defaults describe a plain engine: one console command, argparse's own spellings, no
@@ -176,6 +187,7 @@ class EngineSpec:
     drafter: DrafterReading
     order: int = 100  # where it comes in every listing: vLLM 0, SGLang 1, a new engine after them
     cpu_env_lines: tuple[CpuEnvLine, ...] = ()
+    cpu_imports: tuple[CpuImport, ...] = ()  # what a CPU env imports per release (its probes' modules)
     # import-only shims of cpu_envs/sitecustomize.py: (shim, the first release that no longer
     # needs it; None: every release does)
     cpu_shims: tuple[tuple[str, str | None], ...] = ()

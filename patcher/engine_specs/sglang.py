@@ -11,6 +11,7 @@ from patcher.engine_specs.description import (
     SGLANG_GUARDS_FAMILY,
     Ask,
     CpuEnvLine,
+    CpuImport,
     DrafterReading,
     EngineSpec,
     IdsTaken,
@@ -64,6 +65,18 @@ SPEC = EngineSpec(
         ("torch_cpu_amx", "0.5.3"),
     ),
     cpu_install="pip",
+    cpu_imports=(
+        # 0.5.4.x has a real circular import (linear -> quantization -> auto_round
+        # -> linear) when llama_eagle3 is the first sglang model module imported;
+        # the engine itself always has quantization imported by then.
+        CpuImport("sglang.srt.models.llama_eagle3", prelude=("sglang.srt.layers.quantization",), last="0.5.4.post3"),
+        CpuImport("sglang.srt.models.llama_eagle3", first="0.5.5"),
+        CpuImport("sglang.srt.models.deepseek_v2"),
+        CpuImport("sglang.srt.models.kimi_k25", first="0.5.9"),
+        CpuImport("sglang.srt.layers.communicator", last="0.5.20"),
+        CpuImport("sglang.srt.layers.layer_boundary.residual.add_norm", first="0.5.21"),
+        CpuImport("sglang.srt.layers.flashinfer_comm_fusion", first="0.5.14"),
+    ),
     # What most probed modules import beyond the shared preloads (measured with -X importtime on
     # SGLang 0.5.9 and 0.5.23 in the CPU envs: patcher/probes/probe_child.py says how).
     probe_preload=(

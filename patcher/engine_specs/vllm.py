@@ -18,6 +18,7 @@ from patcher.engine_specs.description import (
     V2_RUNNER,
     Ask,
     CpuEnvLine,
+    CpuImport,
     DrafterReading,
     EngineSpec,
     IdsTaken,
@@ -88,6 +89,18 @@ SPEC = EngineSpec(
     # compiled kernels never load beside the CPU torch and are pruned anyway: the published
     # sources from the wheel cache instead of a 340 MB pip install (about 60 s a swap saved)
     cpu_install="sources",
+    cpu_imports=(
+        CpuImport("vllm.config.speculative", first="0.11.0"),
+        CpuImport("vllm.model_executor.models.deepseek_v2"),
+        CpuImport("vllm.model_executor.models.kimi_k25", first="0.15.0"),
+        CpuImport("vllm.v1.spec_decode.eagle"),
+        CpuImport("vllm.model_executor.models.llama_eagle3"),
+        # the two runners' aux-layer readers (eagle3-config-aux-ids); v2 has one from 0.17.0
+        CpuImport("vllm.v1.worker.gpu_model_runner", first="0.11.1"),
+        CpuImport("vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils", first="0.17.0"),
+        CpuImport("vllm.compilation.collective_fusion", last="0.15.1"),
+        CpuImport("vllm.compilation.passes.fusion.allreduce_rms_fusion", first="0.16.0"),
+    ),
     # What most probed modules import beyond the shared preloads (measured with -X importtime on
     # vLLM 0.19.1 and 0.33.0 in the CPU envs: patcher/probes/probe_child.py says how).
     probe_preload=(

@@ -40,12 +40,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import Version
 
 from patcher import engine_specs
+from patcher.engine_specs.description import CpuImport
 from patcher.probes import probes
 
 CACHE = Path(os.environ.get("KIMI_PATCHER_CACHE", Path.home() / ".cache" / "kimi-patcher"))
@@ -97,48 +97,15 @@ def shims_for(engine: str, version: str) -> frozenset[str]:
                      if before is None or v < _v(before))
 
 
-@dataclass(frozen=True)
-class Probe:
-    module: str
-    first: str | None = None  # inclusive
-    last: str | None = None  # inclusive
-    prelude: tuple[str, ...] = ()  # imported first, in the same interpreter
-
-    def applies(self, version: str) -> bool:
-        v = _v(version)
-        return (self.first is None or v >= _v(self.first)) and (self.last is None or v <= _v(self.last))
-
-
-PROBES: dict[str, list[Probe]] = {
-    "sglang": [
-        # 0.5.4.x has a real circular import (linear -> quantization -> auto_round
-        # -> linear) when llama_eagle3 is the first sglang model module imported;
-        # the engine itself always has quantization imported by then.
-        Probe("sglang.srt.models.llama_eagle3", prelude=("sglang.srt.layers.quantization",), last="0.5.4.post3"),
-        Probe("sglang.srt.models.llama_eagle3", first="0.5.5"),
-        Probe("sglang.srt.models.deepseek_v2"),
-        Probe("sglang.srt.models.kimi_k25", first="0.5.9"),
-        Probe("sglang.srt.layers.communicator", last="0.5.20"),
-        Probe("sglang.srt.layers.layer_boundary.residual.add_norm", first="0.5.21"),
-        Probe("sglang.srt.layers.flashinfer_comm_fusion", first="0.5.14"),
-    ],
-    "vllm": [
-        Probe("vllm.config.speculative", first="0.11.0"),
-        Probe("vllm.model_executor.models.deepseek_v2"),
-        Probe("vllm.model_executor.models.kimi_k25", first="0.15.0"),
-        Probe("vllm.v1.spec_decode.eagle"),
-        Probe("vllm.model_executor.models.llama_eagle3"),
-        # the two runners' aux-layer readers (eagle3-config-aux-ids); v2 has one from 0.17.0
-        Probe("vllm.v1.worker.gpu_model_runner", first="0.11.1"),
-        Probe("vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils", first="0.17.0"),
-        Probe("vllm.compilation.collective_fusion", last="0.15.1"),
-        Probe("vllm.compilation.passes.fusion.allreduce_rms_fusion", first="0.16.0"),
-    ],
-}
+# The modules a CPU env imports for each release, as each engine module lists them
+# (``EngineSpec.cpu_imports``: the patched modules, and what they need imported first).
+Probe = CpuImport
+PROBES: dict[str, list[Probe]] = {s.name: list(s.cpu_imports) for s in engine_specs.ALL}
 
 
 def probes_for(engine: str, version: str) -> list[Probe]:
-    return [p for p in PROBES[engine] if p.applies(version)]
+    v = _v(version)
+    return [p for p in PROBES[engine] if (p.first is None or v >= _v(p.first)) and (p.last is None or v <= _v(p.last))]
 
 
 # --------------------------------------------------------------------------- env

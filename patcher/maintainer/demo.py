@@ -79,8 +79,8 @@ def prove(engine: str, version: str, keep: bool = False, say: Callable[[str], No
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m patcher.maintainer.demo", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--engine", choices=engine_specs.NAMES, default="sglang")
-    ap.add_argument("--version", default="0.5.9", help="a published release of the engine")
+    ap.add_argument("--engine", choices=engine_specs.NAMES, required=True)
+    ap.add_argument("--version", required=True, help="a published release of the engine (README: sglang 0.5.9)")
     ap.add_argument("--keep", action="store_true", help="leave the environment patched")
     return ap
 

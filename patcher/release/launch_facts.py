@@ -110,9 +110,10 @@ class EnvVar:
 
 def env_vars(engine: str, site: Path | None) -> dict[str, EnvVar]:
     """The variables doctor cares about, as the install's envs.py / environ.py declares them."""
-    if site is None:
+    declarations = engine_specs.spec(engine).env_declarations
+    if site is None or declarations is None:
         return {}
-    path, style = engine_specs.spec(engine).env_declarations
+    path, style = declarations
     declared = {"getenv": _getenv_defaults, "environ": _environ_defaults}[style](site / path)
     names = engine_specs.spec(engine).env_vars
     out = {name: EnvVar(name, name in declared, declared.get(name)) for name in names}
@@ -187,9 +188,10 @@ def env_parsed(engine: str, site: Path | None, name: str, env: dict[str, str]) -
     lambda, with the module's own helper functions), SGLang's EnvField subclass ``parse`` (a
     ValueError there is a warning and the default). None: the declaration could not be run here,
     the value is then judged as before."""
-    if site is None:
+    declarations = engine_specs.spec(engine).env_declarations
+    if site is None or declarations is None:
         return None
-    path, style = engine_specs.spec(engine).env_declarations
+    path, style = declarations
     tree = _parse(site / path)
     if tree is None:
         return None
@@ -347,7 +349,7 @@ PLATFORM_FILE = "vllm/platforms/interface.py"
 
 def vllm_runners(version: Version, site: Path | None) -> tuple[str, ...]:
     """The model runners the release ships ("v1", "v2"): its runner files, else its version."""
-    if site is not None and (site / "vllm").is_dir():
+    if site is not None and (site / Path(V1_RUNNER_FILE).parts[0]).is_dir():  # the package is there
         return tuple(name for name, rel in (("v1", V1_RUNNER_FILE), ("v2", V2_RUNNER_FILE)) if (site / rel).is_file())
     return tuple(name for name, has in (("v1", version < V1_RUNNER_REMOVED), ("v2", version >= V2_RUNNER_SINCE))
                  if has)

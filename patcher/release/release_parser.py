@@ -183,11 +183,14 @@ def unsure(cmd: LaunchCommand) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _run(python: str, install: Install, child: str, req: dict,
+def _run(python: str, install: Install, child: str | None, req: dict,
          more: Callable[[dict], list[dict]] | None = None) -> dict:
     """The child's answers: {"lines": [one answer per line asked], "table": ...}, or one
-    "unavailable" answer for all when the parser does not import or the child dies. ``more``
-    (with ``req["more_on_stdin"]``) builds further lines from the table once the child sends it."""
+    "unavailable" answer for all when the parser does not import or the child dies, or the engine
+    names no child (``Launch.parser_child``). ``more`` (with ``req["more_on_stdin"]``) builds
+    further lines from the table once the child sends it."""
+    if child is None:
+        return {"status": "unavailable", "error": f"patcher has no reader of {install.engine}'s own parser"}
     here = Path(engine_specs.__file__).parent
     script = (here / "parser_child_common.py").read_text() + "\n" + (here / child).read_text()
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
