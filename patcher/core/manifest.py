@@ -184,6 +184,12 @@ class Family:
     def id(self) -> str:
         return f"{self.engine}/{self.name}"
 
+    @property
+    def package(self) -> str:
+        """The import package its diffs patch: the engine module's (the tests' toy engines: the name)."""
+        spec = engine_specs.BY_NAME.get(self.engine)
+        return spec.package if spec else self.engine
+
     @cached_property
     def patches(self) -> dict[str, tuple[hunks.FilePatch, ...]]:
         """Parsed diffs per variant id, parsed on first use: parsing every variant of every
@@ -219,10 +225,11 @@ class _LazyPatches(dict):
         for name in variant.diffs:
             origin = f"{self.family.id}/{name}"
             text = (self.family.folder / name).read_bytes().decode("utf-8")
+            package = self.family.package
             for fp in hunks.parse(text, origin):
-                if not fp.path.startswith(self.family.engine + "/"):
+                if not fp.path.startswith(package + "/"):
                     raise ManifestError(f"{origin}: target {fp.path!r} is outside the engine",
-                                        wanted=f"a path under '{self.family.engine}/'", found=fp.path)
+                                        wanted=f"a path under '{package}/'", found=fp.path)
                 files.append(fp)
         self[variant_id] = parsed = tuple(files)
         return parsed

@@ -53,7 +53,7 @@ class Files:
         key = (qualname, under)
         if key not in self._defs:
             last = qualname.rsplit(".", 1)[-1]
-            prefix = under or self.install.engine + "/"
+            prefix = under or self.install.package + "/"
             out = []
             for rel in sorted(r for r in self.install.record if r.endswith(".py") and r.startswith(prefix)):
                 text = self.text(rel)

@@ -80,11 +80,13 @@ def registered_since(engine: str, arch: str) -> Version | None:
 
 
 def registers(release: Release, arch: str) -> bool | None:
-    """Whether the release's registry resolves ``arch``; None: no release known, or one older
-    than the table covers (its oldest entries are the first release of our coverage window)."""
-    if release.version is None:
+    """Whether the release's registry resolves ``arch``; None: no release known, an engine whose
+    module states no registry, or a release older than the table covers (its oldest entries are
+    the first release of our coverage window)."""
+    table = REGISTERED_SINCE[release.name]
+    if release.version is None or not table:
         return None
-    if release.version < min(Version(v) for v in REGISTERED_SINCE[release.name].values()):
+    if release.version < min(Version(v) for v in table.values()):
         return None
     first = registered_since(release.name, arch)
     return first is not None and release.version >= first
