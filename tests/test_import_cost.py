@@ -58,7 +58,7 @@ def test_an_unreadable_file_is_not_followed(site):
 
 
 def test_groups_are_ranked_dearest_first_and_ties_keep_their_order(site):
-    install = SimpleNamespace(site=site, engine="eng")
+    install = SimpleNamespace(site=site, engine="eng", package="eng")
     work = [[{"module": m, "preload": pre}] for m, pre in
             [("eng.c", []), ("eng.a", []), ("eng.d", []), ("eng.c", ["eng.b"])]]
     assert probes._dearest_first(install, work) == [1, 3, 0, 2]
@@ -85,6 +85,6 @@ def test_on_the_release_the_ranking_follows_the_measured_import_times(engine, ve
     dear one: the dearest first, and each within two places of where its time puts it."""
     site = wheels.tree(engine, version)
     work = [[{"module": m, "preload": []}] for m in modules]
-    ranked = probes._dearest_first(SimpleNamespace(site=site, engine=engine), work)
+    ranked = probes._dearest_first(SimpleNamespace(site=site, engine=engine, package=engine), work)
     assert ranked[0] == 0, [modules[g] for g in ranked]
     assert all(abs(place - g) <= 2 for place, g in enumerate(ranked)), [modules[g] for g in ranked]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from patcher import __version__, engine_specs
+from patcher.cli.parser import Parser
 from patcher.cli.report import SCHEMA, as_dict, as_text, grouped, summary
 from patcher.core import catalogue, manifest, selection
 from patcher.errors import NotInstalled, PatcherError
@@ -49,21 +50,6 @@ EXITS = {  # docs/reference.md's "Exit codes", per command
 }
 PORT_EXTRA = ("merge3",)  # pyproject's [port] extra: only 'patcher port' imports it
 EXIT_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a tool killed by SIGPIPE
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so a usage error is printed like every other
-    error (and as JSON on stdout with --json). Subparsers inherit the class.
-
-    No abbreviations ('--dry' for '--dry-run'): a Dockerfile that relies on one breaks the day a
-    second flag shares the prefix."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str):  # type: ignore[override]
-        raise PatcherError(f"usage: {message}", hint="'patcher --help' lists the commands")
 
 
 class _Version(argparse.Action):
@@ -107,7 +93,7 @@ def _selection_flags(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="patcher", description="EAGLE-3 / Kimi-K2 and SM120 fusion patches "
+    ap = Parser(prog="patcher", description="EAGLE-3 / Kimi-K2 and SM120 fusion patches "
                  "for installed vLLM and SGLang releases.")
     ap.add_argument("--version", action=_Version, help="the package version and the patch set it carries "
                     "(families, variants, a hash of patches/), then exit")
