@@ -77,33 +77,33 @@ def run(args: argparse.Namespace, *, out: TextIO, err: TextIO, detect: Detect) -
     return _fix(args, engine, out, err)
 
 
-def _check(args: argparse.Namespace, engine: Release | None, out: TextIO, err: TextIO) -> int:
+def _check(args: argparse.Namespace, release: Release | None, out: TextIO, err: TextIO) -> int:
     ckpt = read_checkpoint(args.drafter)
     drafter = parse_drafter_config(ckpt.config, ckpt.folder / "config.json")
     target = None
     if args.target is not None:
         target = parse_target_config(read_config(args.target), args.target / "config.json")
-    findings = check_drafter(ckpt, drafter, target, engine, args.flags)
+    findings = check_drafter(ckpt, drafter, target, release, args.flags)
     code = 1 if has_problem(findings) else 0
-    if engine is None:  # exit 0 here must not read as a pass in CI (JSON: "engine": null says it)
+    if release is None:  # exit 0 here must not read as a pass in CI (JSON: "engine": null says it)
         if not args.json:
             print(report.NO_ENGINE_WARNING, file=err)
         code = 1 if args.strict else code
     if args.json:
-        print(json.dumps(report.check_json(ckpt, args.target, engine, findings, code), indent=2), file=out)
+        print(json.dumps(report.check_json(ckpt, args.target, release, findings, code), indent=2), file=out)
     else:
-        print("\n".join(report.check_lines(ckpt, drafter, args.target, target, engine, findings)), file=out)
+        print("\n".join(report.check_lines(ckpt, drafter, args.target, target, release, findings)), file=out)
     return code
 
 
-def _fix(args: argparse.Namespace, engine: Release | None, out: TextIO, err: TextIO) -> int:
-    done = fix_drafter(args.drafter, args.out, args.target, engine, progress=None if args.json else _progress(err))
-    assert engine is not None  # fix_drafter refuses to run without one
+def _fix(args: argparse.Namespace, release: Release | None, out: TextIO, err: TextIO) -> int:
+    done = fix_drafter(args.drafter, args.out, args.target, release, progress=None if args.json else _progress(err))
+    assert release is not None  # fix_drafter refuses to run without one
     code = 1 if done.remaining else 0
     if args.json:
-        print(json.dumps(report.fix_json(done, engine, code), indent=2), file=out)
+        print(json.dumps(report.fix_json(done, release, code), indent=2), file=out)
     else:
-        lines = report.fix_lines(done, engine)
+        lines = report.fix_lines(done, release)
         if lines:
             print("\n".join(lines), file=out)
     return code

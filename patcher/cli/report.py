@@ -204,12 +204,12 @@ def counts(findings: list[Finding]) -> dict[str, int]:
     return {level: sum(f.level == level for f in findings) for level in LEVELS}
 
 
-def release_json(engine: Release | None) -> dict | None:
-    if engine is None:
+def release_json(release: Release | None) -> dict | None:
+    if release is None:
         return None
-    return {"name": engine.name, "version": str(engine.version) if engine.version else None,
-            "source": engine.source, "site": str(engine.site) if engine.site else None, "python": engine.python,
-            "families": {f.family.id: f.state for f in engine.families}}
+    return {"name": release.name, "version": str(release.version) if release.version else None,
+            "source": release.source, "site": str(release.site) if release.site else None, "python": release.python,
+            "families": {f.family.id: f.state for f in release.families}}
 
 
 # --- patcher drafter check | fix (patcher.drafter.check/1, patcher.drafter.fix/1) --------------------
@@ -220,41 +220,41 @@ NO_ENGINE_WARNING = ("warning: no engine found or named: the engine-specific che
                      "1 here")
 
 
-def check_json(ckpt: Checkpoint, target_path, engine: Release | None, findings: list[Finding], code: int) -> dict:
+def check_json(ckpt: Checkpoint, target_path, release: Release | None, findings: list[Finding], code: int) -> dict:
     return {"schema": CHECK_SCHEMA, "drafter": str(ckpt.folder.absolute()),
             "target": str(target_path.absolute()) if target_path else None,
-            "engine": release_json(engine), "findings": [f.to_json() for f in findings],
+            "engine": release_json(release), "findings": [f.to_json() for f in findings],
             "counts": counts(findings), "exit": code}
 
 
 def check_lines(ckpt: Checkpoint, drafter: DrafterConfig, target_path, target: TargetConfig | None,
-                engine: Release | None, findings: list[Finding]) -> list[str]:
+                release: Release | None, findings: list[Finding]) -> list[str]:
     fmt = "speculators" if drafter.format == "speculators" else ", ".join(drafter.architectures) or "no architecture"
     out = [f"drafter: {ckpt.folder} ({fmt}; {len(ckpt.tensors)} tensors in {len(ckpt.files)} file(s))"]
     if target is not None:
         out.append(f"target:  {target_path} ({target.model_type}/{target.text_model_type}, "
                    f"{target.num_hidden_layers} layers, hidden {target.hidden_size}, vocab {target.vocab_size})")
-    if engine is None:
+    if release is None:
         out.append("engine:  none installed or named (engine-specific checks are hints)")
     else:
-        where = f" at {engine.site}" if engine.site else ""
-        out.append(f"engine:  {engine.label()} ({engine.source}{where})")
+        where = f" at {release.site}" if release.site else ""
+        out.append(f"engine:  {release.label()} ({release.source}{where})")
     return [*out, *findings_lines(findings), f"result:  {tally(findings)}"]
 
 
-def fix_json(done: FixOutcome, engine: Release, code: int) -> dict:
+def fix_json(done: FixOutcome, release: Release, code: int) -> dict:
     plan, result = done.plan, done.written
     renamed = {"from": plan.rename_from, "to": plan.rename_to, "count": plan.renamed} if plan.rename_from else None
     return {"schema": FIX_SCHEMA, "drafter": str(done.source.folder.absolute()),
             "out": str(result.out.absolute()) if result else None,
-            "engine": release_json(engine), "renamed": renamed, "config_rewritten": plan.config_rewritten,
+            "engine": release_json(release), "renamed": renamed, "config_rewritten": plan.config_rewritten,
             "notes": list(plan.notes), "files": list(result.files) if result else [],
             "tensors_verified": result.tensors_verified if result else 0,
             "bytes_verified": result.bytes_verified if result else 0,
             "problems": [f.to_json() for f in done.remaining], "exit": code}
 
 
-def fix_lines(done: FixOutcome, engine: Release) -> list[str]:
+def fix_lines(done: FixOutcome, release: Release) -> list[str]:
     plan, result, remaining = done.plan, done.written, done.remaining
     if result is None:  # nothing to fix: say so, and list the problems no copy can mend
         out = list(plan.notes)
@@ -262,10 +262,10 @@ def fix_lines(done: FixOutcome, engine: Release) -> list[str]:
             out.append(f"{len(remaining)} problem(s) remain that no copy of the drafter can mend:")
             out += findings_lines(remaining)
         return out
-    out = [f"wrote {result.out} for {engine.label()}", *(f"  {note}" for note in plan.notes),
+    out = [f"wrote {result.out} for {release.label()}", *(f"  {note}" for note in plan.notes),
            f"  {result.tensors_verified} tensors ({result.bytes_verified} bytes) verified identical by sha256"]
     if remaining:
-        out.append(f"the copy still has {len(remaining)} problem(s) {engine.label()} would run into:")
+        out.append(f"the copy still has {len(remaining)} problem(s) {release.label()} would run into:")
         out += findings_lines(remaining)
         out.append(f"result:  copy kept at {result.out}; {len(remaining)} problem(s) remain")
     return out

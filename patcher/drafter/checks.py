@@ -36,21 +36,21 @@ DEFAULT_AUX_LAYERS = 3
 
 
 def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig | None,
-                  engine: Release | None, flags: str | None) -> list[Finding]:
-    findings = check_setup(engine, drafter) if engine is not None else []
-    findings += check_target_class(engine, target) if engine is not None else []
-    findings += _check_config_format(drafter, engine)
+                  release: Release | None, flags: str | None) -> list[Finding]:
+    findings = check_setup(release, drafter) if release is not None else []
+    findings += check_target_class(release, target) if release is not None else []
+    findings += _check_config_format(drafter, release)
     findings += check_aux_ids(drafter, target)
-    findings += check_aux_capture(drafter, target, engine)
-    findings += check_switches(list(ckpt.tensors), drafter, engine)
-    findings += check_rope(drafter, engine)
-    findings += shape_checks.check_mlp(ckpt, drafter, engine)
+    findings += check_aux_capture(drafter, target, release)
+    findings += check_switches(list(ckpt.tensors), drafter, release)
+    findings += check_rope(drafter, release)
+    findings += shape_checks.check_mlp(ckpt, drafter, release)
     if any(a in MLA_DRAFTERS for a in drafter.architectures):
         findings.append(hint("architecture.mla", "an MLA EAGLE-3 drafter: the key and shape checks here are for "
                              "Llama drafters and were skipped"))
         return findings
-    findings += _check_decoder_keys(ckpt, engine)
-    findings += _check_unknown_keys(ckpt, engine)
+    findings += _check_decoder_keys(ckpt, release)
+    findings += _check_unknown_keys(ckpt, release)
     findings += _check_fc(ckpt, drafter, target)
     findings += check_vocab(ckpt, drafter, target)
     findings += check_attention(ckpt, drafter, target)
@@ -60,20 +60,20 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
         findings.append(hint("target.missing", "no --target: checked against the drafter's own config only",
                              hint="pass --target KIMI_FOLDER to check aux layer ids, hidden size and vocab"))
     if flags is not None:
-        flag_engine = engine.name if engine is not None else guess_engine(flags)
+        flag_engine = release.name if release is not None else guess_engine(flags)
         if flag_engine is None:
             findings.append(hint("flags.engine", "cannot tell the engine from --flags; pass --engine",
                                  found=flags[:80]))
         else:
             findings += check_flags(flags, flag_engine, ckpt.folder, drafter.format == SPECULATORS)
-        given = method_given(split_flags(flags), engine.name) if engine is not None else None
-        eagle = engine_specs.spec(engine.name).launch.eagle_methods[0] if engine is not None else None
-        if engine is not None and given is not None and given[1] == eagle:  # EAGLE, not EAGLE3 (issue 32)
-            findings = EAGLE_RUNS[facts.reading(engine).eagle_with_eagle3_drafter](findings, engine, drafter)
+        given = method_given(split_flags(flags), release.name) if release is not None else None
+        eagle = release.spec.launch.eagle_methods[0] if release is not None else None
+        if release is not None and given is not None and given[1] == eagle:  # EAGLE, not EAGLE3 (issue 32)
+            findings = EAGLE_RUNS[facts.reading(release).eagle_with_eagle3_drafter](findings, release, drafter)
     return findings
 
 
-def _as_run_by_vllm_eagle(findings: list[Finding], engine: Release, drafter: DrafterConfig) -> list[Finding]:
+def _as_run_by_vllm_eagle(findings: list[Finding], release: Release, drafter: DrafterConfig) -> list[Finding]:
     """vLLM with "method": "eagle" and an EAGLE-3 drafter (issue 32, case 1 on vLLM). An HF-format config
     is wrapped in EAGLEConfig, which prefixes "Eagle" to its architecture: EagleLlamaForCausalLMEagle3,
     which no release registers (tests/test_drafter_release.py, on real imports), so the server stops at
@@ -83,7 +83,7 @@ def _as_run_by_vllm_eagle(findings: list[Finding], engine: Release, drafter: Dra
     for f in findings:
         if f.code == "flags.algorithm" and drafter.format != SPECULATORS:
             archs = [a if a.startswith("Eagle") else f"Eagle{a}" for a in drafter.architectures]
-            out.append(problem("flags.algorithm", f'"method": "eagle" makes {engine.label()} look the drafter up as '
+            out.append(problem("flags.algorithm", f'"method": "eagle" makes {release.label()} look the drafter up as '
                                f"{', '.join(archs)} (its EAGLEConfig prefixes \"Eagle\"), which it does not "
                                "register: the server stops at start-up", wanted='"method": "eagle3"',
                                found='"method": "eagle"', hint='"method": "eagle3"'))
@@ -95,7 +95,7 @@ def _as_run_by_vllm_eagle(findings: list[Finding], engine: Release, drafter: Dra
         elif not said:
             said = True
             if drafter.format == SPECULATORS:
-                out.append(unknown("aux.capture", f'what {engine.label()} captures under "method": "eagle" is not '
+                out.append(unknown("aux.capture", f'what {release.label()} captures under "method": "eagle" is not '
                                    "read here (its capture lines are for eagle3)", hint='"method": "eagle3"'))
             else:
                 out.append(problem("aux.capture", "nothing is captured: the server stops at start-up "
@@ -103,7 +103,7 @@ def _as_run_by_vllm_eagle(findings: list[Finding], engine: Release, drafter: Dra
     return out
 
 
-def _as_run_by_eagle(findings: list[Finding], engine: Release, drafter: DrafterConfig) -> list[Finding]:
+def _as_run_by_eagle(findings: list[Finding], release: Release, drafter: DrafterConfig) -> list[Finding]:
     """SGLang with --speculative-algorithm EAGLE runs an EAGLE-3 drafter without its features: every line
     says what this command does (facts.SGLANG_EAGLE_ALGORITHM), none what EAGLE3 would do."""
     said = facts.SGLANG_EAGLE_ALGORITHM
@@ -117,7 +117,7 @@ def _as_run_by_eagle(findings: list[Finding], engine: Release, drafter: DrafterC
         else:
             captured = captured or code == "aux.capture"
             level = hint if code == "vocab.d2t" else problem
-            out.append(level(code, said[code].format(release=engine.label()),
+            out.append(level(code, said[code].format(release=release.label()),
                              hint="--speculative-algorithm EAGLE3" if level is problem else ""))
     return out
 
@@ -128,16 +128,16 @@ def _as_run_by_eagle(findings: list[Finding], engine: Release, drafter: DrafterC
 EAGLE_RUNS = {"runs-without-features": _as_run_by_eagle, "stops-at-start-up": _as_run_by_vllm_eagle}
 
 
-def _fix_command(engine: Release | None) -> str:
-    name = engine.name if engine else "{" + ",".join(engine_specs.NAMES) + "}"
-    if engine is not None and engine.located_by:
-        where = engine.located_by
+def _fix_command(release: Release | None) -> str:
+    name = release.name if release else "{" + ",".join(engine_specs.NAMES) + "}"
+    if release is not None and release.located_by:
+        where = release.located_by
     else:
-        where = f" --engine-version {engine.version}" if engine and engine.version else ""
+        where = f" --engine-version {release.version}" if release and release.version else ""
     return f"patcher drafter fix DRAFTER --out NEW --engine {name}{where}"
 
 
-def _check_config_format(d: DrafterConfig, engine: Release | None) -> list[Finding]:
+def _check_config_format(d: DrafterConfig, release: Release | None) -> list[Finding]:
     readers = ", ".join(f"{s.title} reads it from {s.drafter.since[facts.SPECULATORS_CONFIG]}"
                         if facts.SPECULATORS_CONFIG in s.drafter.since else f"{s.title} never"
                         for s in engine_specs.ALL)
@@ -146,31 +146,31 @@ def _check_config_format(d: DrafterConfig, engine: Release | None) -> list[Findi
             return [problem("config.format", "a speculators config of another algorithm than EAGLE-3",
                             wanted='"speculators_model_type": "eagle3"',
                             found=repr(d.speculators_model_type) if d.speculators_model_type else "(not set)")]
-        if engine is None:
+        if release is None:
             return [hint("config.format", f"speculators-format config: {readers}",
                          hint="pass --engine to check it against your engine")]
-        if facts.reads_speculators_config(engine):
-            return [ok("config.format", f"speculators-format config, read by {engine.label()}")]
-        title = engine_specs.spec(engine.name).title
-        reads_from = facts.SINCE[engine.name].get(facts.SPECULATORS_CONFIG)  # None: no release of it does
-        if reads_from is not None and engine.version is None:
+        if facts.reads_speculators_config(release):
+            return [ok("config.format", f"speculators-format config, read by {release.label()}")]
+        title = release.spec.title
+        reads_from = facts.SINCE[release.name].get(facts.SPECULATORS_CONFIG)  # None: no release of it does
+        if reads_from is not None and release.version is None:
             return [hint("config.format", f"speculators-format config: {title} reads it from {reads_from}",
                          hint="pass --engine-version to check your release")]
         why = f"{title} has no reader for it" if reads_from is None else f"{title} reads it only from {reads_from}"
-        return [problem("config.format", f"speculators-format config that {engine.label()} cannot read ({why})",
+        return [problem("config.format", f"speculators-format config that {release.label()} cannot read ({why})",
                         wanted='a LlamaForCausalLMEagle3 config ("architectures", Llama fields, "eagle_config")',
                         found='"speculators_model_type": "eagle3"',
-                        hint=f"convert it: {_fix_command(engine)}")]
+                        hint=f"convert it: {_fix_command(release)}")]
     archs = ", ".join(d.architectures) or "(none)"
     if not d.architectures or not any("Eagle3" in a for a in d.architectures):
         eagle1 = any("Eagle" in a for a in d.architectures)
         what = "an EAGLE-1 drafter, not EAGLE-3" if eagle1 else "not an EAGLE-3 drafter config"
         return [problem("config.format", f"architectures {archs}: {what}",
                         wanted='"architectures": ["LlamaForCausalLMEagle3"]', found=archs)]
-    return check_drafter_class(d, engine)
+    return check_drafter_class(d, release)
 
 
-def _check_decoder_keys(ckpt: Checkpoint, engine: Release | None) -> list[Finding]:
+def _check_decoder_keys(ckpt: Checkpoint, release: Release | None) -> list[Finding]:
     by_scheme: dict[str, list[str]] = {}
     layers: set[int] = set()
     for name in ckpt.tensors:
@@ -188,51 +188,51 @@ def _check_decoder_keys(ckpt: Checkpoint, engine: Release | None) -> list[Findin
     ((scheme, names),) = by_scheme.items()
     found = f"{len(names)} {scheme}* tensors"
     out: list[Finding] = []
-    accepted = facts.loader_accepts(engine) if engine is not None else None
-    if engine is None or accepted is None:
+    accepted = facts.loader_accepts(release) if release is not None else None
+    if release is None or accepted is None:
         out.append(hint("keys.decoder_prefix", f"{found}: vLLM reads both spellings; SGLang <= 0.5.11 reads only "
                         "midlayer.* and skips layers.0.* without a message",
                         hint="pass --engine and --engine-version (or --python / --site) to check your release"))
     elif scheme in accepted:
-        via = (f" (with our patch {engine.name}/{facts.KEYS_FAMILY})"
-               if facts.accepts_via_our_patch(engine, scheme) else "")
-        out.append(ok("keys.decoder_prefix", f"{found}, read by {engine.label()}{via}"))
+        via = (f" (with our patch {release.name}/{facts.KEYS_FAMILY})"
+               if facts.accepts_via_our_patch(release, scheme) else "")
+        out.append(ok("keys.decoder_prefix", f"{found}, read by {release.label()}{via}"))
     else:
         wanted = " or ".join(f"{p}*" for p in sorted(accepted))
-        fam = engine.family(facts.KEYS_FAMILY)
-        patch = (f"  (or apply {fam.family.id}: {engine.apply_command()})"
+        fam = release.family(facts.KEYS_FAMILY)
+        patch = (f"  (or apply {fam.family.id}: {release.apply_command()})"
                  if fam is not None and fam.state in (State.PENDING, State.LOST) else "")
         out.append(problem(
             "keys.decoder_prefix",
-            f"{engine.label()} skips all {found} without a message: the decoder layer stays "
+            f"{release.label()} skips all {found} without a message: the decoder layer stays "
             "randomly initialised and nothing is accepted",
-            wanted=f"{wanted} tensors", found=found, hint=f"convert: {_fix_command(engine)}{patch}"))
-    limit = facts.max_decoder_layers(engine) if engine is not None else None
-    if engine is not None and limit is not None and len(layers) > limit:
-        out.append(problem("keys.decoder_layers", f"{len(layers)} decoder layers; {engine.label()} builds {limit}",
+            wanted=f"{wanted} tensors", found=found, hint=f"convert: {_fix_command(release)}{patch}"))
+    limit = facts.max_decoder_layers(release) if release is not None else None
+    if release is not None and limit is not None and len(layers) > limit:
+        out.append(problem("keys.decoder_layers", f"{len(layers)} decoder layers; {release.label()} builds {limit}",
                            wanted=f"{limit} decoder layer", found=f"layers {sorted(layers)}",
                            hint=" or ".join(f"{s.title} >= {s.drafter.since[s.drafter.multi_layer_since]}"
                                             for s in engine_specs.ALL if s.drafter.multi_layer_since in s.drafter.since)
                            + " build multi-layer drafters"))
-    if engine is not None and facts.reading(engine).adds_model_prefix:
+    if release is not None and facts.reading(release).adds_model_prefix:
         prefixed = [n for n in ckpt.tensors if n.startswith(MODEL_PREFIX)]
         if prefixed:
             out.append(problem("keys.model_prefix", f"tensor names start with 'model.': "
-                               f"{engine_specs.spec(engine.name).title} adds 'model.' again "
+                               f"{release.spec.title} adds 'model.' again "
                                "and will not find them", wanted="names without 'model.'",
                                found=f"{len(prefixed)} tensors, e.g. {prefixed[0]}"))
     return out
 
 
-def _check_unknown_keys(ckpt: Checkpoint, engine: Release | None) -> list[Finding]:
+def _check_unknown_keys(ckpt: Checkpoint, release: Release | None) -> list[Finding]:
     unknown = sorted(n for n in ckpt.tensors if not is_known(n))
     if not unknown:
         return [ok("keys.unknown", f"all {len(ckpt.tensors)} tensor names are EAGLE-3 Llama drafter names")]
     shown = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-    if engine is not None and not facts.reading(engine).loader_strict:  # the loader skips them
-        what = (f"{engine.label()} raises at load on {len(unknown)} tensor(s) it has no parameter for "
-                f"(our {facts.KEYS_FAMILY} makes that loud)" if facts.unknown_keys_fail_loudly(engine) else
-                f"{engine.label()} skips {len(unknown)} tensor(s) it has no parameter for, without a message")
+    if release is not None and not facts.reading(release).loader_strict:  # the loader skips them
+        what = (f"{release.label()} raises at load on {len(unknown)} tensor(s) it has no parameter for "
+                f"(our {facts.KEYS_FAMILY} makes that loud)" if facts.unknown_keys_fail_loudly(release) else
+                f"{release.label()} skips {len(unknown)} tensor(s) it has no parameter for, without a message")
         return [problem("keys.unknown", what, wanted="only EAGLE-3 Llama drafter tensor names", found=shown)]
     return [hint("keys.unknown", f"{len(unknown)} tensor(s) are not EAGLE-3 Llama drafter names "
                  "(SGLang skips such tensors without a message)", found=shown)]

@@ -66,7 +66,7 @@ EAGLE31_READ_SINCE: dict[str, dict[str, dict[str, str]]] = {
 
 def reading(release: Release) -> description.DrafterReading:
     """How the release's engine reads a drafter: every rule below asks it, never the engine's name."""
-    return engine_specs.spec(release.name).drafter
+    return release.spec.drafter
 
 
 def since(release: Release, behaviour: str) -> bool | None:

@@ -29,17 +29,17 @@ class FixOutcome:
     remaining: list[Finding]  # problems of the copy (or, with nothing written, of the drafter as it is)
 
 
-def fix_drafter(drafter: Path, out: Path, target: Path | None, engine: Release | None,
+def fix_drafter(drafter: Path, out: Path, target: Path | None, release: Release | None,
                 progress: Progress | None = None) -> FixOutcome:
-    if engine is None:
+    if release is None:
         raise DrafterInputError("fix needs to know the engine", wanted="--engine vllm|sglang --engine-version V",
                                 found="no engine named and none installed")
     ckpt = read_checkpoint(drafter)
     config = parse_drafter_config(ckpt.config, ckpt.folder / "config.json")
     target_config = parse_target_config(read_config(target), target / "config.json") if target is not None else None
     refuse_bad_out(ckpt, out)  # a usage error, whether or not there is anything to write
-    before = check_drafter(ckpt, config, target_config, engine, None)
-    plan = plan_fix(ckpt, config, engine, target_config)
+    before = check_drafter(ckpt, config, target_config, release, None)
+    plan = plan_fix(ckpt, config, release, target_config)
     if not plan.needed:
         # No rename and no config change would help: what remains is not the checkpoint's
         # (e.g. families still to apply).
@@ -47,7 +47,7 @@ def fix_drafter(drafter: Path, out: Path, target: Path | None, engine: Release |
     result = write_fix(ckpt, plan, out, progress=progress)
     copy = read_checkpoint(result.out)
     after = check_drafter(copy, parse_drafter_config(copy.config, copy.folder / "config.json"),
-                          target_config, engine, None)
+                          target_config, release, None)
     return FixOutcome(ckpt, plan, result, still_wrong(before, after))
 
 

@@ -48,56 +48,56 @@ def native_accepts(release: Release) -> frozenset[str]:
     return frozenset(s for s in accepted if not facts.accepts_via_our_patch(release, s))
 
 
-def plan_fix(ckpt: Checkpoint, drafter: DrafterConfig, engine: Release,
+def plan_fix(ckpt: Checkpoint, drafter: DrafterConfig, release: Release,
              target: TargetConfig | None) -> FixPlan:
-    if engine.version is None:
+    if release.version is None:
         raise DrafterInputError("fix needs the engine release to know which key names it reads",
                                 wanted="--engine-version V, or the engine installed here",
-                                found=f"--engine {engine.name} without a version")
+                                found=f"--engine {release.name} without a version")
     notes: list[str] = []
     schemes = {scheme_of(dk.prefix) for n in ckpt.tensors if (dk := decoder_key(n)) is not None}
     layers = {dk.layer for n in ckpt.tensors if (dk := decoder_key(n)) is not None}
     if len(schemes) > 1:
         raise FixFailed("decoder-layer tensors use both midlayer.* and layers.0.*; cannot tell which to keep",
                         wanted="one spelling", found="both", hint="remove the stale set and run fix again")
-    accepted = facts.loader_accepts(engine) or frozenset({MIDLAYER, LAYERS0})
-    native = native_accepts(engine)
+    accepted = facts.loader_accepts(release) or frozenset({MIDLAYER, LAYERS0})
+    native = native_accepts(release)
     src = dst = None
     renamed = 0
     if schemes and (current := next(iter(schemes))) not in native:
         if MIDLAYER in native and layers == {0}:
             src, dst = current, MIDLAYER  # the spelling every release of this engine reads
         elif current in accepted:
-            fam = engine.family(facts.KEYS_FAMILY)
-            notes.append(f"keys kept as {current}*: {engine.label()} reads them only while "
+            fam = release.family(facts.KEYS_FAMILY)
+            notes.append(f"keys kept as {current}*: {release.label()} reads them only while "
                          f"{fam.family.id if fam else facts.KEYS_FAMILY} stays applied")
         elif MIDLAYER in accepted and layers != {0}:
-            raise FixFailed(f"{engine.label()} has a single midlayer; this drafter has decoder layers "
+            raise FixFailed(f"{release.label()} has a single midlayer; this drafter has decoder layers "
                             f"{sorted(layers)}", wanted="a one-layer drafter, or SGLang >= 0.5.12",
                             found=f"{len(layers)} decoder layers")
         else:
             src, dst = current, (LAYERS0 if LAYERS0 in accepted else MIDLAYER)
         if src is not None and dst is not None:
             renamed = sum(1 for n in ckpt.tensors if rename(n, src, dst) != n)
-            notes.append(f"renamed {renamed} tensors {src}* -> {dst}* (the spelling {engine.label()} reads "
+            notes.append(f"renamed {renamed} tensors {src}* -> {dst}* (the spelling {release.label()} reads "
                          "without our patches)")
-    config, config_notes = plan_config(ckpt.config, drafter, engine, target)
+    config, config_notes = plan_config(ckpt.config, drafter, release, target)
     notes += config_notes
     rewritten = config != ckpt.config
     needed = src is not None or rewritten
     if not needed:
-        notes.append(f"nothing to fix: {engine.label()} reads this drafter's keys and config as they are; "
+        notes.append(f"nothing to fix: {release.label()} reads this drafter's keys and config as they are; "
                      "nothing was written")
     return FixPlan(rename_from=src, rename_to=dst, renamed=renamed, config=config,
                    config_rewritten=rewritten, notes=tuple(notes), needed=needed)
 
 
-def plan_config(config: dict, drafter: DrafterConfig, engine: Release,
+def plan_config(config: dict, drafter: DrafterConfig, release: Release,
                 target: TargetConfig | None) -> tuple[dict, list[str]]:
     """The config.json the release reads as trained, and what was changed."""
     notes: list[str] = []
     new = copy.deepcopy(config)
-    if drafter.format == SPECULATORS and not facts.reads_speculators_config(engine):
+    if drafter.format == SPECULATORS and not facts.reads_speculators_config(release):
         new = speculators_to_eagle3_llama(config)
         kept = [s for s in drafter.switches]
         notes.append("config.json rewritten from speculators format to LlamaForCausalLMEagle3"
@@ -105,13 +105,13 @@ def plan_config(config: dict, drafter: DrafterConfig, engine: Release,
     if "speculators_model_type" in new:
         return new, notes  # a speculators config the release reads: ids and RoPE as written
     trained = facts.trained_rope(drafter.rope_theta, drafter.rope_scaling, drafter.rope_parameters)
-    read = facts.rope_as_read(engine, new.get("rope_theta"), new.get("rope_scaling"), new.get("rope_parameters"))
+    read = facts.rope_as_read(release, new.get("rope_theta"), new.get("rope_scaling"), new.get("rope_parameters"))
     if read is not None and read != trained:
         new.update(facts.legacy_rope_fields(trained))
-        notes.append(f"rope_theta and rope_scaling written from rope_parameters: {engine.label()} reads "
+        notes.append(f"rope_theta and rope_scaling written from rope_parameters: {release.label()} reads "
                      f"config.json with transformers 4, which knows only those ({trained})")
     if drafter.use_aux_hidden_state:
-        notes += _plan_ids(new, drafter, engine, target)
+        notes += _plan_ids(new, drafter, release, target)
     return new, notes
 
 
@@ -141,7 +141,7 @@ def _with_ids(config: dict, ids: list[int] | None) -> dict:
     return new
 
 
-def _plan_ids(new: dict, drafter: DrafterConfig, engine: Release, target: TargetConfig | None) -> list[str]:
+def _plan_ids(new: dict, drafter: DrafterConfig, release: Release, target: TargetConfig | None) -> list[str]:
     """Rewrite ``new``'s aux ids (in place) so every engine path of the release captures the
     trained layers: both keys, in the numbering the release reads."""
     declared = list(drafter.aux_layer_ids) if drafter.aux_layer_ids else None
@@ -149,27 +149,27 @@ def _plan_ids(new: dict, drafter: DrafterConfig, engine: Release, target: Target
     n = target.num_hidden_layers if target is not None else None
     want = trained if trained is not None else (facts.default_aux_layer_ids(n) if n is not None else None)
     reparsed = parse_drafter_config(new, Path("config.json (planned)"))
-    if drafter.format != SPECULATORS and _all_capture(_captures(engine, new, target), want) \
+    if drafter.format != SPECULATORS and _all_capture(_captures(release, new, target), want) \
             and reparsed.top_aux_ids in (None, reparsed.eagle_aux_ids):
         return []
     if trained is None:
         return []
     candidate = _with_ids(new, trained)
-    caps = _captures(engine, candidate, target)
+    caps = _captures(release, candidate, target)
     if _all_capture(caps, want):
         chosen, note = candidate, f"aux layer ids {trained} written at the top level and in eagle_config"
         if declared != trained:
-            note += f" (the drafter's {declared} in the numbering {engine.name} reads)"
+            note += f" (the drafter's {declared} in the numbering {release.name} reads)"
     elif n is not None and trained == facts.default_aux_layer_ids(n):
         # The release moves explicit ids (a +1 shift, or a reset when CUDA graphs are built); its
         # default is the same layers taken as given, so leaving them out captures what was trained on.
         chosen = _with_ids(new, None)
         got = _describe(caps)
-        note = (f"aux layer ids {trained} left out: they are {engine.label()}'s default, and written out it "
+        note = (f"aux layer ids {trained} left out: they are {release.label()}'s default, and written out it "
                 f"would capture {got}")
     else:
         chosen = candidate
-        note = (f"aux layer ids {trained} written, but {engine.label()} captures other layers for them "
+        note = (f"aux layer ids {trained} written, but {release.label()} captures other layers for them "
                 "(see the problems below)")
     new.clear()
     new.update(chosen)

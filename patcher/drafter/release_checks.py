@@ -120,7 +120,7 @@ def check_drafter_class(d: DrafterConfig, release: Release | None) -> list[Findi
     since = facts.registered_since(release.name, arch)
     registered_mla = [a for a in MLA_DRAFTERS if a in facts.REGISTERED_SINCE[release.name]]
     if since is None and mla and registered_mla:
-        todo = (f'{engine_specs.spec(release.name).title} registers the MLA drafter only as "{registered_mla[0]}" '
+        todo = (f'{release.spec.title} registers the MLA drafter only as "{registered_mla[0]}" '
                 f"(from {facts.REGISTERED_SINCE[release.name][registered_mla[0]]}): rename the architecture")
     elif since is not None:
         todo = f"use {release.name} {since} or newer"
@@ -275,7 +275,7 @@ def _capture_hint(release: Release, d: DrafterConfig, want: list[int], n: int | 
                   fixed_by_apply: bool | None) -> str:
     if fixed_by_apply:
         return f"run '{release.apply_command()}': the patched release captures them"
-    rules, title = facts.reading(release), engine_specs.spec(release.name).title
+    rules, title = facts.reading(release), release.spec.title
     if rules.ids_keys[0] == "top-level" and d.top_aux_ids is None and d.eagle_aux_ids is not None:
         return (f'state the ids at the top level too ("eagle_aux_hidden_state_layer_ids": {want}), which every '
                 f"{title} runner reads: {_fix_hint(release)}")

@@ -152,7 +152,7 @@ def check_dtype(ckpt: Checkpoint, d: DrafterConfig) -> list[Finding]:
     return out
 
 
-def check_mlp(ckpt: Checkpoint, d: DrafterConfig, engine: Release | None) -> list[Finding]:
+def check_mlp(ckpt: Checkpoint, d: DrafterConfig, release: Release | None) -> list[Finding]:
     """A mixture-of-experts MLP (TorchSpec's ``use_moe``): no engine builds one for an EAGLE-3
     drafter. Every release's Llama and MLA drafter classes build a dense MLP and read neither key
     (tests/test_drafter_release.py reads the model files of every release); the expert tensors
@@ -163,14 +163,14 @@ def check_mlp(ckpt: Checkpoint, d: DrafterConfig, engine: Release | None) -> lis
     experts = [k for k in ckpt.tensors if ".mlp.experts." in k or ".mlp.gate." in k or ".mlp.shared_experts." in k]
     said = ", ".join(d.moe)
     built = "a dense MLP (its EAGLE-3 drafter classes read neither use_moe nor n_routed_experts)"
-    if engine is None or engine.version is None:
+    if release is None or release.version is None:
         what = f"the engines build {built}"
     else:
         drafter_class = "mla" if any(a in MLA_DRAFTERS for a in d.architectures) else "llama"
-        outcome, why = facts.reading(engine).switch_weights(engine, "use_moe", drafter_class, "layers.0.mlp.experts.")
+        outcome, why = facts.reading(release).switch_weights(release, "use_moe", drafter_class, "layers.0.mlp.experts.")
         after = ("the load stops" if outcome == facts.REFUSED else
                  "the load goes on and the dense MLP keeps its random initial weights")
-        what = f"{engine.label()} builds {built}; of the {len(experts)} expert tensor(s), {why}: {after}"
+        what = f"{release.label()} builds {built}; of the {len(experts)} expert tensor(s), {why}: {after}"
     return [problem("shape.mlp", f"the drafter was trained with a mixture-of-experts MLP ({said}), and {what}",
                     wanted="a dense MLP (TorchSpec: use_moe false)", found=said,
                     hint="no engine release runs a MoE EAGLE-3 drafter: retrain it with a dense MLP")]

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from patcher import engine_specs
 from patcher.drafter.configs import TargetConfig
 from patcher.drafter.findings import Finding, hint, ok, problem, unknown
 from patcher.release import launch_facts, release_parser
@@ -35,7 +34,7 @@ def method_of(release: Release, cmd: LaunchCommand, target: TargetConfig | None)
     release's multi-token-prediction methods (SGLang's NEXTN, and EAGLE without a draft model,
     which the release turns into the same launch; vLLM's mtp and *_mtp) are judged on the
     target's MTP layers; any other is outside what doctor checks: unknown, never go."""
-    launch = engine_specs.spec(cmd.engine).launch
+    launch = cmd.spec.launch
     given = method_given(list(cmd.argv), cmd.engine)
     if given is None:
         return Method(NONE, None)
@@ -71,7 +70,7 @@ def _mtp_findings(release: Release, cmd: LaunchCommand, name: str, eagle_as_mtp:
                         f"{layers if layers is not None else 'not set'}): the server stops at start-up",
                         wanted="a target with MTP layers (DeepSeek-V3), or EAGLE-3 with a drafter",
                         found=f"{arch}, no MTP layers",
-                        hint=f"use an EAGLE-3 drafter: {engine_specs.spec(cmd.engine).launch.eagle3_flags}")]
+                        hint=f"use an EAGLE-3 drafter: {cmd.spec.launch.eagle3_flags}")]
     loads = launch_facts.mtp_target_architectures(cmd.engine, release.site)
     if loads is not None and arch in loads:
         return [ok(code, f"{how}: {arch} with {layers} MTP layer(s), which {release.label()} loads as the draft; "
@@ -116,7 +115,7 @@ def path_findings(cmd: LaunchCommand, method: Method) -> list[Finding]:
                 out.append(problem(code, "the command names no model", wanted="--model-path T (SGLang), "
                                    "vllm serve T or --model T (vLLM)", found="(absent)"))
             elif method.kind == EAGLE and method.name is not None:
-                flag = engine_specs.spec(cmd.engine).launch.method_option[0]
+                flag = cmd.spec.launch.method_option[0]
                 out.append(problem(code, f"{flag} {method.written} without a drafter path: the EAGLE-3 launch "
                                    "has no draft model", wanted="--speculative-draft-model-path D (SGLang), "
                                    '"model": "D" in --speculative-config (vLLM)', found="(absent)"))

@@ -135,7 +135,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
         launch.append(problem("launch.tp", f"the tensor-parallel size {cmd.tp_text!r} is not a whole number: "
                               "the server stops at argument parsing", wanted="e.g. --tp 8", found=cmd.tp_text))
     launch += method.findings
-    for check in engine_specs.spec(cmd.engine).launch.checks:
+    for check in cmd.spec.launch.checks:
         launch += ENGINE_CHECKS[check](release, cmd, target, env, variables)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                        launch, target_config=target, probes=probes)
@@ -146,7 +146,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
 def _entry_findings(cmd: LaunchCommand, install: engines.Install, release: Release) -> list[Finding]:
     """A console command the release does not install (SGLang's ``sglang`` before 0.5.5), read
     from its ``entry_points.txt``: the line does not start."""
-    spec = engine_specs.spec(cmd.engine)
+    spec = cmd.spec
     serve = next((s for s in spec.launch.serve_commands if " ".join(s) == cmd.entry), None)
     scripts = launch_facts.console_scripts(install.dist_info) if serve else None
     if serve is None or scripts is None or serve[0] in scripts:

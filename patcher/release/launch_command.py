@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from patcher import engine_specs
+from patcher.engine_specs.description import EngineSpec
 from patcher.errors import PatcherError
 
 # How each engine starts and spells the options doctor reads: engine_specs.<engine>.SPEC.launch.
@@ -31,8 +32,8 @@ class LaunchUsageError(PatcherError):
 
 @dataclass(frozen=True)
 class LaunchCommand:
-    engine: str  # "vllm" or "sglang"
-    entry: str  # how it starts: "vllm serve", "sglang serve", or "-m <module>"
+    engine: str  # the engine's name (its module: ``spec``)
+    entry: str  # how it starts: a serve command ("vllm serve", "sglang serve") or "-m <module>"
     argv: tuple[str, ...]  # the engine's own arguments (after "serve" / the module name)
     command: tuple[str, ...]  # the whole command as given, assignments included
     env: dict[str, str] = field(default_factory=dict)  # NAME=value written before the command
@@ -43,6 +44,11 @@ class LaunchCommand:
     python: str | None = None  # the interpreter the command names by path (/venv/bin/python, /venv/bin/vllm)
     pp: int | None = None  # pipeline-parallel size; None: not given (1)
     model_tag: str | None = None  # ``vllm serve MODEL``'s positional, as written (not in argv)
+
+    @property
+    def spec(self) -> EngineSpec:
+        """The engine module of the engine it starts."""
+        return engine_specs.spec(self.engine)
 
     @property
     def flags(self) -> str:

@@ -20,6 +20,7 @@ from patcher import engine_specs
 from patcher.core import manifest
 from patcher.core.manifest import Family, Refused
 from patcher.core.plan import OK_STATES, State, Status, declared
+from patcher.engine_specs.description import EngineSpec
 from patcher.installed.engines import Install
 
 
@@ -61,6 +62,11 @@ class Release:
     python: str | None = None  # the interpreter it was located by
     located_by: str = ""  # " --python X" / " --site Y" when the user named another environment
 
+    @property
+    def spec(self) -> EngineSpec:
+        """Its engine's module: every engine-specific rule is asked of it, never of the name."""
+        return engine_specs.spec(self.name)
+
     def label(self) -> str:
         return f"{self.name} {self.version}" if self.version is not None else self.name
 
@@ -77,7 +83,7 @@ class Release:
         release known. False for a behaviour the engine's table has no entry for (it never has it)."""
         if self.version is None:
             return None
-        first = engine_specs.spec(self.name).drafter.since.get(behaviour)
+        first = self.spec.drafter.since.get(behaviour)
         return first is not None and self.version >= Version(first)
 
     def fixed(self, name: str) -> bool | None:

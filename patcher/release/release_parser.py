@@ -84,7 +84,7 @@ def read_many(cmds: list[LaunchCommand], install: Install) -> list[tuple[LaunchC
             cached[i] = answers[i] is not None
         todo = [i for i, got in enumerate(answers) if got is None]
         if todo:
-            spec = engine_specs.spec(cmds[0].engine)
+            spec = cmds[0].spec
             got = _run(python, install, spec.launch.parser_child,
                        {"lines": [reqs[i] for i in todo], "dests": list(spec.launch.read)})
             for i, one in zip(todo, got["lines"] if "lines" in got else [got] * len(todo)):
@@ -135,7 +135,7 @@ def _reading(cmd: LaunchCommand, got: dict | None, seconds: float, cached: bool,
         return cmd, Reading("spellings", "unavailable", got["error"], unsure(cmd), seconds, cached)
     if got["status"] == "rejected":
         return cmd, Reading("release", "rejected", got["error"], (), seconds, cached)
-    argv = canonical(engine_specs.spec(cmd.engine).launch.read, got["values"])
+    argv = canonical(cmd.spec.launch.read, got["values"])
     return launch_command.with_argv(cmd, argv), Reading("release", "parsed", "", (), seconds, cached)
 
 
@@ -162,7 +162,7 @@ def canonical(read_as: dict[str, str], values: dict) -> list[str]:
 
 def unsure(cmd: LaunchCommand) -> tuple[str, ...]:
     """Tokens that the release's parser may read otherwise than doctor's exact spellings do."""
-    launch = engine_specs.spec(cmd.engine).launch
+    launch = cmd.spec.launch
     known = {s for spellings in launch.spellings.values() for s in spellings} | set(launch.read.values())
     out = []
     for token in cmd.argv:
