@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from patcher import engine_specs
 from patcher.cli.main import main
 from patcher.launch.launch_checks import fusion_findings, two_batch_overlap_findings
 from patcher.maintainer import wheels
@@ -117,7 +118,7 @@ environment_variables = {
 def test_env_defaults_are_read_from_the_installs_envs_py(tmp_path: Path) -> None:
     (tmp_path / "vllm").mkdir()
     (tmp_path / "vllm" / "envs.py").write_text(ENVS_PY)
-    got = launch_facts.env_vars("vllm", tmp_path)
+    got = launch_facts.env_vars(engine_specs.spec("vllm"), tmp_path)
     assert got[launch_facts.V2_RUNNER_ENV] == launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, True, "0")
     assert got[launch_facts.FLASHINFER_ALLREDUCE_ENV].read is False
 

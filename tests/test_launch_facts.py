@@ -45,7 +45,7 @@ def test_the_sample_is_made_of_covered_releases() -> None:
 @pytest.mark.wheels
 @pytest.mark.parametrize(("engine", "version"), releases("vllm"))
 def test_vllm_env_defaults(engine: str, version: str) -> None:
-    got = launch_facts.env_vars(engine, wheels.tree(engine, version))
+    got = launch_facts.env_vars(engine_specs.spec(engine), wheels.tree(engine, version))
     v2, fi = got[launch_facts.V2_RUNNER_ENV], got[launch_facts.FLASHINFER_ALLREDUCE_ENV]
     v = Version(version)
     # VLLM_USE_V2_MODEL_RUNNER: from 0.12.0, "0" until 0.21.0, tri-state (None) from 0.22.0
@@ -96,7 +96,7 @@ def test_v2_runner_default_by_architecture_until_0_29_0(engine: str, version: st
 @pytest.mark.wheels
 @pytest.mark.parametrize(("engine", "version"), releases("sglang"))
 def test_sglang_spec_v2_env_default(engine: str, version: str) -> None:
-    var = launch_facts.env_vars(engine, wheels.tree(engine, version))[launch_facts.SPEC_V2_ENV]
+    var = launch_facts.env_vars(engine_specs.spec(engine), wheels.tree(engine, version))[launch_facts.SPEC_V2_ENV]
     v = Version(version)
     # declared 0.5.4.post1-0.5.13.post1, on by default from 0.5.11; 0.5.14 removed it (the V2 worker always runs)
     assert (var.read, var.default) == ((False, None) if v < Version("0.5.4.post1") else (True, "False")
@@ -163,10 +163,10 @@ def test_mtp_methods_and_targets_are_read_from_every_release(engine: str, versio
     model that loads DeepSeek-V3's MTP layer; SGLang resolves NEXTN to EAGLE and, for a
     DeepSeek-V3 target without a draft model, sets the draft model to the target."""
     site = wheels.tree(engine, version)
-    targets = launch_facts.mtp_target_architectures(engine, site)
+    targets = launch_facts.mtp_target_architectures(engine_specs.spec(engine), site)
     assert targets is not None and "DeepseekV3ForCausalLM" in targets, targets
     if engine == "vllm":
-        assert "deepseek_mtp" in launch_facts.mtp_methods(engine, site)
+        assert "deepseek_mtp" in launch_facts.mtp_methods(engine_specs.spec(engine), site)
         assert "class DeepSeekMTP" in (site / "vllm/model_executor/models/deepseek_mtp.py").read_text()
     else:
         text = "".join(p.read_text() for rel in engine_specs.spec(engine).launch.mtp_arch_lists
@@ -203,16 +203,16 @@ def test_no_release_builds_a_moe_eagle3_drafter(engine: str, version: str) -> No
 @pytest.mark.parametrize(("engine", "version"), releases("vllm") + releases("sglang"))
 def test_environment_values_are_parsed_as_the_release_parses_them(engine: str, version: str) -> None:
     """env.*: the release's own envs.py entry (vLLM) or EnvField.parse (SGLang), run on a value."""
-    site = wheels.tree(engine, version)
+    site, spec = wheels.tree(engine, version), engine_specs.spec(engine)
     name = launch_facts.V2_RUNNER_ENV if engine == "vllm" else launch_facts.SPEC_V2_ENV
-    var = launch_facts.env_vars(engine, site).get(name)
+    var = launch_facts.env_vars(spec, site).get(name)
     if var is None or not var.read or var.only is not None:
         # not declared (or, vLLM 0.34.0, only start-up's check reads it: launch.runner judges it)
-        assert launch_facts.env_parsed(engine, site, name, {name: "true"}) is None or engine == "sglang"
+        assert launch_facts.env_parsed(spec, site, name, {name: "true"}) is None or engine == "sglang"
         return
-    good = launch_facts.env_parsed(engine, site, name, {name: "1"})
+    good = launch_facts.env_parsed(spec, site, name, {name: "1"})
     assert good is not None and not good.raises and not good.ignored
-    bad = launch_facts.env_parsed(engine, site, name, {name: "true" if engine == "vllm" else "maybe"})
+    bad = launch_facts.env_parsed(spec, site, name, {name: "true" if engine == "vllm" else "maybe"})
     assert bad is not None
     if engine == "vllm":  # bool(int("true")) / maybe_convert_bool: the server stops
         assert bad.raises.startswith("ValueError") and not bad.ignored

@@ -17,6 +17,7 @@ import shutil
 import pytest
 from packaging.version import Version
 
+from patcher import engine_specs
 from patcher.core import manifest, matrix, plan, scope
 from patcher.core.plan import State
 from patcher.installed import engines
@@ -125,7 +126,7 @@ def test_which_runners_a_release_ships_is_read_from_its_files(version, runners, 
     site = wheels.tree("vllm", version)
     assert launch_facts.vllm_runners(Version(version), site) == runners
     assert launch_facts.v2_env_refused(site) is refused
-    var = launch_facts.env_vars("vllm", site)[launch_facts.V2_RUNNER_ENV]
+    var = launch_facts.env_vars(engine_specs.spec("vllm"), site)[launch_facts.V2_RUNNER_ENV]
     assert (var.only == "1") is refused
     got = launch_facts.vllm_runner(Version(version), {launch_facts.V2_RUNNER_ENV: "0"}, var, ("DeepseekV3ForCausalLM",),
                                    runners=runners, refuses_v2_env=refused)

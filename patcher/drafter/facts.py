@@ -220,7 +220,7 @@ def vllm_default_runner(release: Release, target_arch: str | None) -> str:
     "unknown" when the release picks by architecture and the target's is not known."""
     if release.version is None:
         return V1
-    var = launch_facts.env_vars(release.name, release.site).get(launch_facts.V2_RUNNER_ENV)
+    var = launch_facts.env_vars(release.spec, release.site).get(launch_facts.V2_RUNNER_ENV)
     if var is None:  # no install to read: what the releases declare (unset reads as "0" before 0.22.0)
         var = launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, True,
                                   "0" if release.version < launch_facts.V2_ENV_TRISTATE_SINCE else None)

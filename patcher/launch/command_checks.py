@@ -42,7 +42,7 @@ def method_of(release: Release, cmd: LaunchCommand, target: TargetConfig | None)
     if name is None:  # JSON that does not parse, or no "method": the drafter check says what vLLM does
         return Method(EAGLE, None, written)
     resolved = launch.method_aliases.get(name, name)
-    mtp = launch_facts.mtp_methods(cmd.engine, release.site)
+    mtp = launch_facts.mtp_methods(cmd.spec, release.site)
     eagle_as_mtp = resolved == launch.eagle_methods[0] and cmd.drafter is None and launch.eagle_without_drafter_is_mtp
     if name in mtp or resolved in mtp or eagle_as_mtp:
         return Method(MTP, name, written, tuple(_mtp_findings(release, cmd, name, eagle_as_mtp, target)))
@@ -71,7 +71,7 @@ def _mtp_findings(release: Release, cmd: LaunchCommand, name: str, eagle_as_mtp:
                         wanted="a target with MTP layers (DeepSeek-V3), or EAGLE-3 with a drafter",
                         found=f"{arch}, no MTP layers",
                         hint=f"use an EAGLE-3 drafter: {cmd.spec.launch.eagle3_flags}")]
-    loads = launch_facts.mtp_target_architectures(cmd.engine, release.site)
+    loads = launch_facts.mtp_target_architectures(cmd.spec, release.site)
     if loads is not None and arch in loads:
         return [ok(code, f"{how}: {arch} with {layers} MTP layer(s), which {release.label()} loads as the draft; "
                          "nothing of EAGLE-3 applies")]

@@ -119,7 +119,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     launch.insert(0, ok("launch.engine", f"the command starts {cmd.engine}; {release.label()} is installed at "
                                          f"{install.site}{by}"))
     env = effective_env(cmd, environ)
-    variables = launch_facts.env_vars(cmd.engine, install.site)
+    variables = launch_facts.env_vars(cmd.spec, install.site)
     cmd, reading = release_parser.read(cmd, install)
     launch.append(command_checks.reading_finding(reading, release))
     if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs

@@ -22,7 +22,7 @@ def env_findings(variables: dict[str, launch_facts.EnvVar], env: dict[str, str],
     for name, var in variables.items():
         code = f"env.{name}"
         given = "in the command" if name in cmd.env else "in the environment"
-        parsed = launch_facts.env_parsed(cmd.engine, site, name, env) if name in env and var.read else None
+        parsed = launch_facts.env_parsed(cmd.spec, site, name, env) if name in env and var.read else None
         if parsed is not None and parsed.raises:
             out.append(problem(code, f"{name}={env[name]} ({given}): {parsed.how}, and that raises "
                                f"{parsed.raises}: the server stops at start-up", wanted=parsed.wanted,
@@ -57,7 +57,7 @@ def env_findings(variables: dict[str, launch_facts.EnvVar], env: dict[str, str],
 def runner_findings(release: Release, env: dict[str, str], variables: dict[str, launch_facts.EnvVar],
                      target: TargetConfig | None, cmd: LaunchCommand) -> list[Finding]:
     assert release.version is not None
-    parsed = launch_facts.env_parsed(cmd.engine, release.site, launch_facts.V2_RUNNER_ENV, env) \
+    parsed = launch_facts.env_parsed(cmd.spec, release.site, launch_facts.V2_RUNNER_ENV, env) \
         if launch_facts.V2_RUNNER_ENV in env else None
     if parsed is not None and parsed.raises:
         return []  # the server stops at start-up on the value (env.* says so): no runner runs

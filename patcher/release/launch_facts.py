@@ -25,8 +25,8 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from patcher import engine_specs
 from patcher.core.manifest import contains
+from patcher.engine_specs.description import EngineSpec
 
 # vLLM ------------------------------------------------------------------------------------------
 V2_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
@@ -108,14 +108,14 @@ class EnvVar:
     only: str | None = None  # start-up refuses every other value (VLLM_USE_V2_MODEL_RUNNER on 0.34.0: "1")
 
 
-def env_vars(engine: str, site: Path | None) -> dict[str, EnvVar]:
+def env_vars(spec: EngineSpec, site: Path | None) -> dict[str, EnvVar]:
     """The variables doctor cares about, as the install's envs.py / environ.py declares them."""
-    declarations = engine_specs.spec(engine).env_declarations
+    declarations = spec.env_declarations
     if site is None or declarations is None:
         return {}
     path, style = declarations
     declared = {"getenv": _getenv_defaults, "environ": _environ_defaults}[style](site / path)
-    names = engine_specs.spec(engine).env_vars
+    names = spec.env_vars
     out = {name: EnvVar(name, name in declared, declared.get(name)) for name in names}
     if V2_RUNNER_ENV in names and V2_RUNNER_ENV not in declared and v2_env_refused(site):
         out[V2_RUNNER_ENV] = EnvVar(V2_RUNNER_ENV, True, None, only="1")  # read by the platform's start-up check
@@ -183,12 +183,12 @@ class EnvParsed:
     ignored: str = ""  # the warning with which it falls back to its default
 
 
-def env_parsed(engine: str, site: Path | None, name: str, env: dict[str, str]) -> EnvParsed | None:
+def env_parsed(spec: EngineSpec, site: Path | None, name: str, env: dict[str, str]) -> EnvParsed | None:
     """The release's own parsing of ``env[name]``, run on the value: vLLM's envs.py entry (its
     lambda, with the module's own helper functions), SGLang's EnvField subclass ``parse`` (a
     ValueError there is a warning and the default). None: the declaration could not be run here,
     the value is then judged as before."""
-    declarations = engine_specs.spec(engine).env_declarations
+    declarations = spec.env_declarations
     if site is None or declarations is None:
         return None
     path, style = declarations
@@ -270,14 +270,14 @@ def _envs_field(tree: ast.Module, name: str) -> str | None:
 
 # The methods that draft with the target's own multi-token-prediction layers --------------------
 
-def mtp_target_architectures(engine: str, site: Path | None) -> frozenset[str] | None:
+def mtp_target_architectures(spec: EngineSpec, site: Path | None) -> frozenset[str] | None:
     """The target architectures whose own MTP layers the release loads as the draft model, read
     where the engine module says (its MTP model file and the targets it serves; the
     ``if model_arch in [...]`` lists under which the release sets the draft model to the target);
     None: not read (no install, or the release's code moved)."""
     if site is None:
         return None
-    launch = engine_specs.spec(engine).launch
+    launch = spec.launch
     found: set[str] = set()
     if launch.mtp_model is not None and (site / launch.mtp_model[0]).is_file():
         found |= set(launch.mtp_model[1])
@@ -306,11 +306,11 @@ def _listed(test: ast.expr) -> set[str]:
     return set()
 
 
-def mtp_methods(engine: str, site: Path | None) -> frozenset[str]:
+def mtp_methods(spec: EngineSpec, site: Path | None) -> frozenset[str]:
     """The *_mtp methods the release's Literal types name (vLLM's MTPModelTypes, or SpeculativeMethod
     before it existed), and "mtp" itself where named."""
     out: set[str] = set()
-    for rel in engine_specs.spec(engine).launch.mtp_declarations:
+    for rel in spec.launch.mtp_declarations:
         tree = _parse(site / rel) if site is not None else None
         for node in ast.walk(tree) if tree is not None else ():
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
