@@ -18,7 +18,7 @@ import pytest
 from packaging.version import Version
 
 from patcher import engine_specs
-from patcher.core import manifest, matrix, plan, scope
+from patcher.core import manifest, matrix, plan, release_files, scope
 from patcher.core.plan import State
 from patcher.installed import engines
 from patcher.installer import actions
@@ -39,7 +39,7 @@ def test_content_places_each_release_in_its_own_entry_only(engine):
     fams = manifest.load_all(manifest.PATCHES, (engine,))
     wrong = []
     for version in matrix.releases(engine):
-        files = plan.Files(engines.find(engine, site=wheels.tree(engine, version)))
+        files = release_files.Files(engines.find(engine, site=wheels.tree(engine, version)))
         for fam in fams:
             declared = fam.classify(files.install.version)
             others = [e for e in plan.matching(fam, files) if e is not declared and not isinstance(e, manifest.Variant)]
@@ -83,9 +83,10 @@ def test_an_unknown_family_on_a_new_release_never_blocks_the_others(tmp_path):
     install = engines.find("vllm", site=tree)
     root = leave_out.cut(manifest.PATCHES, "vllm", "0.34.0", tmp_path / "patches")
     rels = {fp.path for f in manifest.load_all(root, ("vllm",)) for v in f.variants for fp in f.patches[v.id]}
-    rels |= {r for f in manifest.load_all(root, ("vllm",)) for r in plan.evidence_paths(plan.Files(install), f)}
+    files = release_files.Files(install)
+    rels |= {r for f in manifest.load_all(root, ("vllm",)) for r in release_files.evidence_paths(files, f)}
     rels |= {r for f in manifest.load_all(root, ("vllm",)) if f.scope  # where each family's behaviour lives
-             for r in scope.signature(f.scope, plan.Files(install))}
+             for r in scope.signature(f.scope, release_files.Files(install))}
     site = scratch_site(tree, install, {r for r in rels if (tree / r).is_file()}, tmp_path / "site")
     opts = actions.Options(site=site, probes=False, patches=root, allow_untested=True)
     r = actions.apply("vllm", opts)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher.core import bookkeeping, manifest, plan
+from patcher.core import bookkeeping, manifest, plan, release_files
 from patcher.core.hunks import FileState
 from patcher.core.plan import State
 from patcher.errors import PatcherError, WriteError
@@ -395,7 +395,7 @@ def _compose_case(tmp_path, files, diffs=TWO_FILES):
     inst = install(tmp_path, files)
     fam = family(tmp_path, TOY, diffs, "0.5\n1.0\n2.0\n")
     (st,) = plan.assess(inst, (fam,), {})
-    return st, plan.Files(inst)
+    return st, release_files.Files(inst)
 
 
 def test_compose_applies_every_file_of_a_variant(tmp_path):
@@ -421,7 +421,7 @@ def test_two_families_on_one_file_compose_in_order(tmp_path):
     first = family(tmp_path, TOY, V1, "0.5\n1.0\n2.0\n")
     second = family(tmp_path, TOY, {"v1.diff": diff(CORE, ["    return 2"], ["    return 3"], start=2)}, name="more")
     sts = plan.assess(inst, (first, second), {})
-    assert plan.compose(sts, plan.Files(inst)) == {CORE: b"def value():\n    return 3\n"}
+    assert plan.compose(sts, release_files.Files(inst)) == {CORE: b"def value():\n    return 3\n"}
 
 
 def test_compose_names_a_missing_file_and_an_overlap(tmp_path):
@@ -429,12 +429,12 @@ def test_compose_names_a_missing_file_and_an_overlap(tmp_path):
     fam = family(tmp_path, TOY, TWO_FILES, "0.5\n1.0\n2.0\n")
     (st,) = plan.assess(inst, (fam,), {})
     with pytest.raises(PatcherError) as exc:
-        plan.compose([st], plan.Files(inst))
+        plan.compose([st], release_files.Files(inst))
     assert exc.value.what == "toyengine/fix: toyengine/other.py is missing"
     clash = family(tmp_path, TOY, V1, name="again")
     with pytest.raises(PatcherError) as exc:
         plan.compose(plan.assess(inst, (family(tmp_path / "x", TOY, V1, "0.5\n1.0\n2.0\n"), clash), {}),
-                     plan.Files(inst))
+                     release_files.Files(inst))
     err = exc.value
     assert (err.what, err.wanted, err.found, err.hint) == (
         "toyengine/again: hunk 1/1 does not apply (line 2) in toyengine/core.py",
@@ -454,7 +454,7 @@ def test_bytes_that_are_not_utf8_survive_assess_and_compose(tmp_path):
     (inst.site / CORE).write_bytes(LATIN1)
     inst.record[CORE] = sha256_record(LATIN1)
     fam = family(tmp_path, TOY, {"v1.diff": diff(CORE, ["    return 1"], ["    return 2"], start=3)}, "0.5\n1.0\n2.0\n")
-    files = plan.Files(inst)
+    files = release_files.Files(inst)
     (st,) = plan.assess(inst, (fam,), {})
     assert st.state is State.PENDING, st.detail
     assert files.sha(CORE) == inst.record[CORE]
@@ -468,7 +468,7 @@ def test_files_reads_only_what_record_lists_and_each_file_once(tmp_path, monkeyp
     reads: list[str] = []
     real = Install.read
     monkeypatch.setattr(Install, "read", lambda self, rel: reads.append(rel) or real(self, rel))
-    files = plan.Files(inst)
+    files = release_files.Files(inst)
     assert (files.lines(OTHER), files.text(OTHER), files.sha(OTHER)) == (None, None, None)
     assert files.text(CORE) == PRISTINE and files.text(CORE) == PRISTINE
     assert files.sha(CORE) == sha256_record(PRISTINE.encode())

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.core import manifest, matrix, plan
+from patcher.core import manifest, matrix, release_files
 from patcher.core.manifest import Refused, Upstream, Variant
 from patcher.core.plan import State, assess
 from patcher.installed import engines
@@ -186,7 +186,7 @@ def fake_newer_release(engine: str, base: str, new: str, dest: Path) -> Path:
     install = engines.find(engine, site=tree)
     rels = {fp.path for f in manifest.load_all(manifest.PATCHES, (engine,)) for v in f.variants
             for fp in f.patches[v.id]} | {rel for f in manifest.load_all(manifest.PATCHES, (engine,))
-                                          for rel in plan.evidence_paths(plan.Files(install), f)}
+                                          for rel in release_files.evidence_paths(release_files.Files(install), f)}
     rels = {r for r in rels if (tree / r).exists()}
     site = scratch_site(tree, install, rels, dest)
     old = site / install.dist_info.name

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher.core import manifest, plan, scope
+from patcher.core import manifest, plan, release_files, scope
 from patcher.core.plan import State
 from patcher.errors import ManifestError
 from patcher.installed import engines
@@ -56,7 +56,7 @@ def test_a_variant_matched_by_its_hunks_where_the_scope_moved_is_unknown(tmp_pat
                                                                          said: str) -> None:
     root = leave_out.cut(manifest.PATCHES, "sglang", version, tmp_path / "patches")
     fam = next(f for f in manifest.load_all(root, ("sglang",)) if f.name == family)
-    files = plan.Files(engines.find("sglang", site=wheels.tree("sglang", version)))
+    files = release_files.Files(engines.find("sglang", site=wheels.tree("sglang", version)))
     st = plan.undeclared(fam, files, Version(version))
     assert st.state is State.UNKNOWN and said in st.detail, st.detail
     assert "--skip" in st.hint
@@ -77,5 +77,5 @@ def test_a_signature_reads_only_files_in_scope(tmp_path: Path) -> None:
     install = engines.Install("eng", Version("1.0"), site, site / "eng-1.0.dist-info", record, None, None, None, None)
     sc = manifest.Scope("drafters", ("eng/models",), ("EntryClass",), ("ForCausalLMEagle3(",),
                         ("norm_output", "fc_norm"), {})
-    assert scope.signature(sc, plan.Files(install)) == {"eng/models/drafter.py": ("norm_output",)}
-    assert json.dumps(scope.signature(sc, plan.Files(install)))  # what scope_lock writes
+    assert scope.signature(sc, release_files.Files(install)) == {"eng/models/drafter.py": ("norm_output",)}
+    assert json.dumps(scope.signature(sc, release_files.Files(install)))  # what scope_lock writes

@@ -85,7 +85,7 @@ def _rel(install: Install, rel: object, field: str) -> str:
 
 
 def _recorded(rel: object, field: str) -> str:
-    """A path the state file says apply wrote. It is compared by hash and never opened (plan.Files
+    """A path the state file says apply wrote. It is compared by hash and never opened (release_files.Files
     reads only files the current RECORD lists), so it must be a plain relative path but need not be
     in this RECORD: an upgrade or downgrade that dropped a file we had patched leaves just that, and
     the truthful answer then is "lost", not "forged". Journal paths are acted on: those use _rel."""

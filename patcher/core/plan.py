@@ -20,7 +20,7 @@ from packaging.version import Version
 from patcher.core import hunks, scope
 from patcher.core.hunks import FileState
 from patcher.core.manifest import Family, Refused, Upstream, Variant, contains
-from patcher.core.release_files import Files, decode, encode, evidence_fails, evidence_paths, judged  # noqa: F401 (re-exported)
+from patcher.core.release_files import Files, encode, evidence_fails, judged
 from patcher.errors import PatcherError
 from patcher.installed.engines import Install
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from patcher.core import bytecode, manifest, selection, write
 from patcher.core.hunks import FileState
 from patcher.core.manifest import Family
-from patcher.core.plan import OK_STATES, Files, State, Status, assess, compose
+from patcher.core.plan import OK_STATES, State, Status, assess, compose
+from patcher.core.release_files import Files
 from patcher.errors import PatcherError
 from patcher.installed import engines
 from patcher.installed.engines import Install

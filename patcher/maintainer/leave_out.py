@@ -30,7 +30,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from patcher.core import manifest, matrix, plan
-from patcher.core.plan import Files, State
+from patcher.core.plan import State
+from patcher.core.release_files import Files
 from patcher.installed import engines
 from patcher.maintainer import manifest_edit, port, wheels
 

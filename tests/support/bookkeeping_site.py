@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from patcher.cli.main import main
-from patcher.core import manifest, plan, write
+from patcher.core import manifest, release_files, write
 from patcher.installed import engines
 from patcher.installed.engines import sha256_record
 
@@ -27,12 +27,12 @@ TARGET = "sglang/srt/models/llama_eagle3.py"  # patched on 0.5.9 by eagle3-draft
 def _files_we_read(version: str) -> set[str]:
     from patcher.maintainer import wheels
 
-    files = plan.Files(engines.find(ENGINE, site=wheels.tree(ENGINE, version)))
+    files = release_files.Files(engines.find(ENGINE, site=wheels.tree(ENGINE, version)))
     out = set()
     for fam in manifest.load_all(manifest.PATCHES, (ENGINE,)):
         for v in fam.variants:
             out |= {fp.path for fp in fam.patches[v.id]}
-        out |= plan.evidence_paths(files, fam)
+        out |= release_files.evidence_paths(files, fam)
     return out
 
 

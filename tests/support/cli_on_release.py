@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from patcher.cli.main import main
-from patcher.core import manifest, plan
+from patcher.core import manifest, release_files
 from patcher.installed import engines
 from patcher.maintainer import wheels
 
@@ -27,11 +27,11 @@ def install(tmp_path: Path, engine: str, version: str) -> Path:
     dist = next(tree.glob(f"{engine}-*.dist-info"))
     shutil.copytree(dist, site / dist.name)
     rels = {"__init__.py"}
-    files = plan.Files(engines.find(engine, site=tree))
+    files = release_files.Files(engines.find(engine, site=tree))
     for fam in manifest.load_all(manifest.PATCHES, (engine,)):
         for v in fam.variants:
             rels |= {fp.path.split("/", 1)[1] for fp in fam.patches[v.id]}
-        rels |= {rel.split("/", 1)[1] for rel in plan.evidence_paths(files, fam)}
+        rels |= {rel.split("/", 1)[1] for rel in release_files.evidence_paths(files, fam)}
     for rel in rels:
         src = tree / engine / rel
         if src.is_file():
