@@ -76,7 +76,7 @@ def preloads_frozen_own_garbage_collected(mod):
 
 # A stand-in for a heavy dependency on the preload list: counts the interpreters that imported it.
 EINOPS = "import os\nwith open(os.environ['KIMI_TEST_IMPORTS'], 'a') as f:\n    f.write('x')\n"
-# One the toy engine alone imports, for ENGINE_PRELOAD: writes "y".
+# One the toy engine alone imports, for its own preloads (probe_preload): writes "y".
 TOYDEP = EINOPS.replace("'x'", "'y'")
 
 
@@ -374,16 +374,20 @@ def preloads_left_engine_and_cuda_alone(mod):
 @pytest.mark.cpuenv
 @pytest.mark.parametrize("engine,version", [release_param(e, v) for e, v in sorted(SAMPLE)])
 def test_each_cpu_envs_preloads_fork_a_clean_copy(engine, version, tmp_path):
-    """In the real envs: PRELOAD and the engine's ENGINE_PRELOAD import without the engine, CUDA or
-    a thread, so probes run forked (test_probes_cpu.py proves their outcomes, not how they ran)."""
+    """In the real envs: PRELOAD and the engine module's probe_preload import without the engine, CUDA
+    or a thread, so probes run forked (test_probes_cpu.py proves their outcomes, not how they ran)."""
+    from patcher import engine_specs
     from patcher.maintainer import cpu_env
+    spec = engine_specs.spec(engine)
     checks = tmp_path / "probes.py"
     checks.write_text(ENV_CHECKS)
     said: list[str] = []
     with cpu_env.using(engine, version, log=progress.say) as python:
-        got = probes.run_groups(str(python), engine, [], [probe("json", "preloads_left_engine_and_cuda_alone", checks)],
-                                cpu_env.PROBE_TIMEOUT, cpu_env.probe_env(), say=said.append)
+        got = probes.run_groups(str(python), spec.package, [], [probe("json", "preloads_left_engine_and_cuda_alone",
+                                                                      checks)],
+                                cpu_env.PROBE_TIMEOUT, cpu_env.probe_env(), say=said.append, preload=spec.probe_preload)
     assert statuses(got) == [("passed", "")], got
     assert said[0].startswith("probes: one child per module forked"), said
     preloaded = set(said[0].split(" preloaded ", 1)[1].rpartition(" in ")[0].split(", "))
     assert {"torch", "transformers"} <= preloaded, said
+    assert preloaded & set(spec.probe_preload), said  # the engine's own, sent with the request
