@@ -61,3 +61,27 @@ class WriteError(PatcherError):
 
 class LockBusy(PatcherError):
     """Another patcher run holds the lock on this install."""
+
+
+class SelectionError(PatcherError):
+    """--engine / --only / --skip contradict each other or name nothing."""
+
+
+class LaunchUsageError(PatcherError):
+    """The command after ``--`` is missing or is not a launch of an engine patcher knows: exit 2."""
+
+
+class DrafterInputError(PatcherError):
+    """A drafter/target folder, file or flag we cannot read: the input could not be read as a drafter
+    at all (corrupt file, missing config, bad flag), unlike "read fine, and something in it is
+    wrong" (a finding, exit 1). Exit 2, nothing written."""
+
+
+class FixFailed(PatcherError):
+    """``drafter fix`` could not produce a faithful copy (bytes differ, unconvertible layout).
+
+    Exit 1: the input was readable, but the conversion would not be trustworthy, so the final
+    ``--out`` name was never created.
+    """
+
+    exit_code = 1

@@ -18,10 +18,11 @@ from packaging.version import Version
 
 from patcher import engine_specs
 from patcher.cli.main import main
+from patcher.errors import LaunchUsageError
 from patcher.launch.launch_checks import fusion_findings, two_batch_overlap_findings
 from patcher.maintainer import wheels
 from patcher.release import launch_facts
-from patcher.release.launch_command import LaunchUsageError, parse
+from patcher.release.launch_command import parse
 from patcher.release.release import FamilyState, from_version
 from tests.test_drafter import eagle3_config, make_drafter, make_target
 from tests.test_drafter_release import k2_target

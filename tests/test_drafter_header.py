@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from patcher.drafter.errors import DrafterInputError
 from patcher.drafter.key_names import DECODER_PARTS, DecoderKey, decoder_key, rename
 from patcher.drafter.safetensors_header import MAX_HEADER_BYTES, TensorInfo, encode_header, read_header
+from patcher.errors import DrafterInputError
 from tests.support.tiers import examples
 
 

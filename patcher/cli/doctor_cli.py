@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TextIO
 
 from patcher.cli import report
-from patcher.errors import PatcherError
+from patcher.errors import LaunchUsageError, PatcherError
 from patcher.launch import doctor
-from patcher.release.launch_command import LaunchUsageError, parse
+from patcher.release.launch_command import parse
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -13,11 +13,7 @@ from pathlib import Path
 
 from patcher.core import manifest
 from patcher.core.manifest import Family
-from patcher.errors import PatcherError
-
-
-class SelectionError(PatcherError):
-    """--engine / --only / --skip contradict each other or name nothing."""
+from patcher.errors import SelectionError
 
 
 def _named(every: tuple[Family, ...], name: str) -> list[Family]:

@@ -7,8 +7,9 @@ The modules by job (patcher/drafter/README.md says more):
   with a drafter: every engine fact the checks read);
 - check: checks (the checkpoint, and the whole check), shape_checks, release_checks, flag_checks;
 - fix: fix (the pipeline), fix_plan (what the copy gets), fix_copy (writing it, verified);
-- findings, errors. The release it is checked against is ``patcher.release.release``; the
-  arguments and printed reports are ``patcher.cli.drafter_cli``.
+- findings. Its errors are in ``patcher.errors`` with every other; the release it is checked
+  against is ``patcher.release.release``; the arguments and printed reports are
+  ``patcher.cli.drafter_cli``.
 
 May import: errors, engine_specs, installed, core, release.
 """

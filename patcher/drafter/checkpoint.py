@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from patcher.drafter.errors import DrafterInputError
 from patcher.drafter.safetensors_header import SafetensorsHeader, TensorInfo, read_header
+from patcher.errors import DrafterInputError
 
 INDEX_NAME = "model.safetensors.index.json"
 

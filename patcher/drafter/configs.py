@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from patcher.drafter.errors import DrafterInputError
+from patcher.errors import DrafterInputError
 
 SPECULATORS = "speculators"
 EAGLE3_LLAMA = "eagle3-llama"

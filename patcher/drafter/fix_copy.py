@@ -26,10 +26,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from patcher.drafter.checkpoint import INDEX_NAME, Checkpoint
-from patcher.drafter.errors import DrafterInputError, FixFailed
 from patcher.drafter.fix_plan import FixPlan
 from patcher.drafter.key_names import rename
 from patcher.drafter.safetensors_header import SafetensorsHeader, encode_header, read_header
+from patcher.errors import DrafterInputError, FixFailed
 
 CHUNK = 16 << 20  # bounded memory per worker; large enough that syscalls do not dominate
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from patcher.drafter import facts
 from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import SPECULATORS, DrafterConfig, TargetConfig, parse_drafter_config
-from patcher.drafter.errors import DrafterInputError, FixFailed
 from patcher.drafter.key_names import LAYERS0, MIDLAYER, decoder_key, rename, scheme_of
+from patcher.errors import DrafterInputError, FixFailed
 from patcher.release.release import Release
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"

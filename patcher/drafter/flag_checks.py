@@ -12,8 +12,8 @@ import shlex
 from pathlib import Path
 
 from patcher import engine_specs
-from patcher.drafter.errors import DrafterInputError
 from patcher.drafter.findings import Finding, hint, ok, problem
+from patcher.errors import DrafterInputError
 from patcher.release.launch_command import option_values
 
 

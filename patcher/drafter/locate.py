@@ -15,8 +15,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from patcher import engine_specs
-from patcher.drafter.errors import DrafterInputError
-from patcher.errors import NotInstalled, PatcherError
+from patcher.errors import DrafterInputError, NotInstalled, PatcherError
 from patcher.installed import engines
 from patcher.release.release import Release, from_install, from_version, located_by
 

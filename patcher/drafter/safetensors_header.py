@@ -20,7 +20,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from patcher.drafter.errors import DrafterInputError
+from patcher.errors import DrafterInputError
 
 # A real drafter's header is a few kB; 100 MB is what the reference implementation
 # allows too. Anything larger is a corrupt length field, and reading it would mean

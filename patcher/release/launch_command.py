@@ -18,16 +18,12 @@ from pathlib import PurePath
 
 from patcher import engine_specs
 from patcher.engine_specs.description import EngineSpec
-from patcher.errors import PatcherError
+from patcher.errors import LaunchUsageError
 
 # How each engine starts and spells the options doctor reads: engine_specs.<engine>.SPEC.launch.
 _SPELLINGS = {s.name: s.launch.spellings for s in engine_specs.ALL}
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-
-
-class LaunchUsageError(PatcherError):
-    """The command after ``--`` is missing or is not a vLLM / SGLang launch: exit 2."""
 
 
 @dataclass(frozen=True)
