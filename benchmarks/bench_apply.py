@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from patcher.core import manifest, write
 from patcher.core.plan import State, assess
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.installer import actions
 from patcher.maintainer import wheels
 

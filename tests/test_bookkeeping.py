@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from patcher.core import write
-from patcher.installed.engines import sha256_record
+from patcher.environment.engines import sha256_record
 from tests.support import bookkeeping_site
 from tests.support.bookkeeping_site import (
     ENGINE,

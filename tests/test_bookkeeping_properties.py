@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from patcher.core import write
-from patcher.installed.engines import sha256_record
+from patcher.environment.engines import sha256_record
 from tests.support import bookkeeping_site
 from tests.support.bookkeeping_site import ENGINE, VERSION, _files_we_read, _plant, assert_clean_error, run, snapshot
 from tests.support.tiers import examples
@@ -45,7 +45,7 @@ FILES = ["state", "journal", "backup", "state.orig", "lock"]
 
 def _record(site: Path) -> dict[str, str]:
     (info,) = site.glob(f"{ENGINE}-*.dist-info")
-    from patcher.installed.engines import _record as parse
+    from patcher.environment.engines import _record as parse
 
     return parse(info)
 

@@ -18,7 +18,7 @@ import pytest
 
 from patcher.core import bytecode
 from patcher.core.plan import State
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.installer import actions
 from tests import test_plan
 from tests.support import toy, toy_venv

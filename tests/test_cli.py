@@ -24,7 +24,7 @@ from packaging.version import Version
 
 from patcher.cli.main import main
 from patcher.core import catalogue, manifest, write
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.maintainer import wheels
 from tests.support import toy
 from tests.support.cli_on_release import cli, install

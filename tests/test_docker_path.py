@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.installed.engines import sha256_record
+from patcher.environment.engines import sha256_record
 from tests.support import sglang_site as sglang_site_module
 from tests.support import toy
 from tests.support.sglang_site import REPO, SGLANG_FILES, released_family

@@ -25,7 +25,7 @@ import pytest
 from patcher import engine_specs
 from patcher.cli.main import main
 from patcher.core import manifest, matrix
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.maintainer import cpu_env, wheels
 from patcher.release import release_parser
 from patcher.release.launch_command import parse

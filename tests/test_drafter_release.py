@@ -464,7 +464,7 @@ def test_vllm_default_runner_matches_every_release() -> None:
     and for DeepseekV2ForCausalLM (the name vLLM 0.24.0-0.28.0 list for v2: on the H200, 0.26.0 ran
     such a target on v2 while the check said v1, docs/gpu-proof.md), derived here from each
     release's own files and compared with what the check reads from the installed release."""
-    from patcher.installed import engines
+    from patcher.environment import engines
     from patcher.release.release import from_install
 
     for version, tree in _trees("vllm"):
@@ -667,7 +667,7 @@ def test_sglang_k25_wrapper_without_the_capture_hook_stops_the_load() -> None:
     """Issue 32 case 8: where sglang/k25-aux-capture is not upstream and the release registers the
     K2.5 wrapper (0.5.9), the wrapper has no set_eagle3_layers_to_capture and the model runner calls
     it for EAGLE3 without a guard: an AttributeError at load, not a server that captures nothing."""
-    from patcher.installed import engines
+    from patcher.environment import engines
     from patcher.release.release import from_install
 
     seen = 0

@@ -1,4 +1,4 @@
-"""patcher/installed/engines.py: which copy of the engine Python imports, found without importing it; an
+"""patcher/environment/engines.py: which copy of the engine Python imports, found without importing it; an
 editable install without published hashes (a conflict, nothing written), a copy without
 dist-info shadowing the wheel, a second installed copy, and an unreadable site-packages each get a
 clear error and zero bytes changed, or patch only the copy Python imports (toy_copies' engine,

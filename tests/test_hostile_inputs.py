@@ -18,8 +18,8 @@ import pytest
 
 from patcher.core import write
 from patcher.core.plan import State
+from patcher.environment.engines import sha256_record
 from patcher.errors import PatcherError
-from patcher.installed.engines import sha256_record
 from tests.support import sglang_site as sglang_site_module
 from tests.support import toy_copies
 from tests.support.sglang_site import released_family

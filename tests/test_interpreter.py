@@ -1,4 +1,4 @@
-"""patcher/installed/interpreter.py: a --python that is not a Python 3 interpreter is exit 2 with what it is
+"""patcher/environment/interpreter.py: a --python that is not a Python 3 interpreter is exit 2 with what it is
 (its exit status and what it printed), before anything reads the engine."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import pytest
 
 from patcher.core import write
 from patcher.core.plan import State
-from patcher.installed.engines import sha256_record
+from patcher.environment.engines import sha256_record
 from patcher.installer import actions
 from tests.support import toy_copies
 from tests.support.toy_copies import (

@@ -114,7 +114,7 @@ def _prints(path: Path) -> list[int]:
 
 # Scripts that run as programs of their own, in the engine's interpreter: the probe child, the
 # introspection script and each engine's parser child (maintainer/ holds the maintainer's own command-line tools).
-OWN_PROGRAMS = {"probes/probe_child.py", "installed/_introspect.py", "engine_specs/vllm_parser_child.py",
+OWN_PROGRAMS = {"probes/probe_child.py", "environment/_introspect.py", "engine_specs/vllm_parser_child.py",
                 "engine_specs/sglang_parser_child.py", "engine_specs/parser_child_common.py"}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from patcher.core.plan import State
-from patcher.installed.engines import sha256_record
+from patcher.environment.engines import sha256_record
 from patcher.installer import actions
 from tests.support import toy, toy_venv
 from tests.support.toy_venv import state

@@ -20,7 +20,7 @@ from packaging.version import Version
 from patcher import engine_specs
 from patcher.core import manifest, matrix, plan, release_files, scope
 from patcher.core.plan import State
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.installer import actions
 from patcher.maintainer import leave_out, wheels
 from patcher.maintainer.port_proof import scratch_site

@@ -17,8 +17,8 @@ from packaging.version import Version
 from patcher.core import bookkeeping, manifest, plan, release_files
 from patcher.core.hunks import FileState
 from patcher.core.plan import State
+from patcher.environment.engines import Install, sha256_record
 from patcher.errors import PatcherError, WriteError
-from patcher.installed.engines import Install, sha256_record
 from tests.support import toy
 
 ENGINE = "toyengine"

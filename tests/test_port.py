@@ -14,7 +14,7 @@ import pytest
 
 from patcher.cli.main import main
 from patcher.core import manifest
-from patcher.installed import engines
+from patcher.environment import engines
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,7 @@ import pytest
 
 from patcher.cli.report import as_dict
 from patcher.core import manifest, plan, write
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.installer import actions
 from patcher.probes import probes
 from tests.support import toy

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from patcher.cli.main import main
-from patcher.installed.engines import find, sha256_record
+from patcher.environment.engines import find, sha256_record
 
 RELEASES = {"sglang": ("0.5.9", "sglang/eagle3-drafter-keys"), "vllm": ("0.15.1", "vllm/mla-aux-capture")}
 

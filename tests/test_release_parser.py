@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher.installed.engines import Install
+from patcher.environment.engines import Install
 from patcher.release import release_parser
 from patcher.release.launch_command import parse
 

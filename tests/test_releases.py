@@ -15,7 +15,7 @@ import pytest
 from patcher.core import manifest, matrix, release_files
 from patcher.core.manifest import Refused, Upstream, Variant
 from patcher.core.plan import State, assess
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.installer import actions
 from patcher.maintainer import wheels
 from patcher.maintainer.port_proof import scratch_site

@@ -17,8 +17,8 @@ from packaging.version import Version
 
 from patcher.core import manifest, plan, release_files, scope
 from patcher.core.plan import State
+from patcher.environment import engines
 from patcher.errors import ManifestError
-from patcher.installed import engines
 from patcher.maintainer import leave_out, scope_lock, wheels
 
 

@@ -18,8 +18,8 @@ import pytest
 
 from patcher.core import write
 from patcher.core.plan import State
+from patcher.environment import engines
 from patcher.errors import LockBusy, WriteError
-from patcher.installed import engines
 from patcher.installer import actions
 from tests.support import toy, toy_venv
 from tests.support.toy_venv import Killed, cli, family, install, only

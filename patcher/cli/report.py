@@ -17,7 +17,7 @@ from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import DrafterConfig, TargetConfig
 from patcher.drafter.findings import LEVELS, PROBLEM, UNKNOWN, Finding, tally
 from patcher.drafter.fix import FixOutcome
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.installer.actions import Report
 from patcher.launch import doctor
 from patcher.release.release import Release

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from patcher.environment.engines import Install, plain_rel
 from patcher.errors import EngineError, WriteError
-from patcher.installed.engines import Install, plain_rel
 
 HASH = re.compile(r"sha256=[A-Za-z0-9_-]{43}")
 BACKUP = re.compile(r"[0-9]{1,6}\.orig")

@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from patcher.installed.engines import Install
+from patcher.environment.engines import Install
 
 # PEP 552 flags word: bit 0 = hash-based, bit 1 = check the source.
 _MODES = {0: "TIMESTAMP", 1: "UNCHECKED_HASH", 3: "CHECKED_HASH"}

@@ -21,8 +21,8 @@ from packaging.version import Version
 
 from patcher import engine_specs
 from patcher.core import hunks
+from patcher.environment.engines import plain_rel
 from patcher.errors import ManifestError
-from patcher.installed.engines import plain_rel
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -21,8 +21,8 @@ from patcher.core import hunks, scope
 from patcher.core.hunks import FileState
 from patcher.core.manifest import Family, Refused, Upstream, Variant, contains
 from patcher.core.release_files import Files, encode, evidence_fails, judged
+from patcher.environment.engines import Install
 from patcher.errors import PatcherError
-from patcher.installed.engines import Install
 
 
 class State(str, Enum):

@@ -12,7 +12,7 @@ import ast
 
 from patcher.core import hunks
 from patcher.core.manifest import Evidence, Family, Refused, Upstream
-from patcher.installed.engines import Install, sha256_record
+from patcher.environment.engines import Install, sha256_record
 
 
 def decode(data: bytes) -> str:

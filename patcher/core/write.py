@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from patcher.core import bookkeeping
+from patcher.environment.engines import Install, sha256_record
 from patcher.errors import LockBusy, WriteError
-from patcher.installed.engines import Install, sha256_record
 
 DIRNAME = ".kimi-patcher"
 # fsync the journal (file and folder) so a power cut cannot lose it; the benchmark turns

@@ -1,6 +1,6 @@
 """The engine release ``drafter check|fix`` look at: the located install, or the one named.
 
-``--python`` / ``--site`` locate the engine in another environment (``patcher.installed.engines.find``,
+``--python`` / ``--site`` locate the engine in another environment (``patcher.environment.engines.find``,
 as ``actions.locate`` does); every family is then assessed on that install's files.
 ``--engine-version`` names a release instead (``release.from_version``: its published files as
 the manifests declare them).
@@ -15,8 +15,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from patcher import engine_specs
+from patcher.environment import engines
 from patcher.errors import DrafterInputError, NotInstalled, PatcherError
-from patcher.installed import engines
 from patcher.release.release import Release, from_install, from_version, located_by
 
 Detect = Callable[[str | None, "str | None", "Path | None"], "Release | None"]

@@ -18,9 +18,9 @@ from patcher.core.hunks import FileState
 from patcher.core.manifest import Family
 from patcher.core.plan import OK_STATES, State, Status, assess, compose
 from patcher.core.release_files import Files
+from patcher.environment import engines
+from patcher.environment.engines import Install
 from patcher.errors import PatcherError
-from patcher.installed import engines
-from patcher.installed.engines import Install
 from patcher.probes import probes
 
 

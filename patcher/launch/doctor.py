@@ -21,8 +21,8 @@ from patcher.drafter.checkpoint import read_checkpoint, read_config
 from patcher.drafter.checks import check_drafter
 from patcher.drafter.configs import TargetConfig, parse_drafter_config, parse_target_config
 from patcher.drafter.findings import PROBLEM, UNKNOWN, Finding, ok, problem
+from patcher.environment import engines
 from patcher.errors import NotInstalled, PatcherError
-from patcher.installed import engines
 from patcher.installer import actions
 from patcher.launch import command_checks, launch_checks
 from patcher.release import launch_facts, release_parser

@@ -32,7 +32,7 @@ from packaging.version import Version
 from patcher.core import manifest, matrix, plan
 from patcher.core.plan import State
 from patcher.core.release_files import Files
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.maintainer import manifest_edit, port, wheels
 
 

@@ -44,7 +44,7 @@ from packaging.version import Version
 
 from patcher.core import manifest, matrix
 from patcher.core.plan import State, Status
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.maintainer import cpu_env, wheels
 from patcher.probes import probe_child, probes
 

@@ -31,8 +31,8 @@ from patcher.core import hunks, manifest, matrix, scope
 from patcher.core.manifest import Family, Upstream, Variant, contains
 from patcher.core.plan import State, undeclared
 from patcher.core.release_files import Files, evidence_fails
+from patcher.environment import engines
 from patcher.errors import PatcherError
-from patcher.installed import engines
 from patcher.maintainer import manifest_edit, merge, new_upstream_code, port_proof, wheels
 
 

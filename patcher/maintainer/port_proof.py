@@ -19,8 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from patcher.core.plan import State
+from patcher.environment import engines
 from patcher.errors import PatcherError
-from patcher.installed import engines
 from patcher.installer import actions
 from patcher.maintainer import cpu_env
 from patcher.probes import probes

@@ -17,7 +17,7 @@ import json
 import sys
 
 from patcher.core import manifest, matrix
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.maintainer import wheels
 
 

@@ -20,7 +20,7 @@ from packaging.version import Version
 from patcher.core import manifest, matrix, scope
 from patcher.core.manifest import Family, Variant, tomllib
 from patcher.core.release_files import Files
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.maintainer import wheels
 
 

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from patcher import engine_specs
 from patcher.core.plan import State, Status
-from patcher.installed.engines import Install
+from patcher.environment.engines import Install
 from patcher.probes import import_cost
 from patcher.probes.probe_child import ABSENT, MARK
 

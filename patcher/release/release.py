@@ -21,7 +21,7 @@ from patcher.core import manifest
 from patcher.core.manifest import Family, Refused
 from patcher.core.plan import OK_STATES, State, Status, declared
 from patcher.engine_specs.description import EngineSpec
-from patcher.installed.engines import Install
+from patcher.environment.engines import Install
 
 
 @dataclass(frozen=True)

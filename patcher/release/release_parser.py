@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patcher import engine_specs
-from patcher.installed.engines import Install
+from patcher.environment.engines import Install
 from patcher.release import launch_command
 from patcher.release.launch_command import LaunchCommand
 

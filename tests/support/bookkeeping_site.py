@@ -17,8 +17,8 @@ import pytest
 
 from patcher.cli.main import main
 from patcher.core import manifest, release_files, write
-from patcher.installed import engines
-from patcher.installed.engines import sha256_record
+from patcher.environment import engines
+from patcher.environment.engines import sha256_record
 
 ENGINE, VERSION = "sglang", "0.5.9"
 TARGET = "sglang/srt/models/llama_eagle3.py"  # patched on 0.5.9 by eagle3-drafter-keys

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from patcher.cli.main import main
 from patcher.core import manifest, release_files
-from patcher.installed import engines
+from patcher.environment import engines
 from patcher.maintainer import wheels
 
 

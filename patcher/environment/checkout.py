@@ -68,7 +68,7 @@ def record(engine: str, version: Version, pkg_dir: Path, published: Path | None)
     the hash the release published where the patch set ships it (``patches/<engine>/published.json``,
     the files our variants write), else none: such a file is never pristine, so nothing of ours
     is written over it."""
-    from patcher.installed.engines import HASH_SHAPE, plain_rel  # engines imports this module
+    from patcher.environment.engines import HASH_SHAPE, plain_rel  # engines imports this module
 
     table: dict = {}
     if published is not None:

@@ -21,8 +21,8 @@ import importlib_metadata
 from packaging.version import InvalidVersion, Version
 
 from patcher import engine_specs
+from patcher.environment import _introspect, checkout, interpreter
 from patcher.errors import EngineError, NotInstalled
-from patcher.installed import _introspect, checkout, interpreter
 
 HASH_SHAPE = re.compile(r"sha256=[A-Za-z0-9_-]{43}")
 RECORD_TRUTH = "the wheel's RECORD"

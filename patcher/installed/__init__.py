@@ -1,7 +1,0 @@
-"""The installed engine: which site-packages holds it, its RECORD (the only paths we touch),
-its version and the interpreter that runs it (``engines``, ``interpreter``; ``checkout``: an editable
-install's package and what proves its files; ``_introspect`` is the script that interpreter runs
-to answer).
-
-May import: errors, engine_specs.
-"""
