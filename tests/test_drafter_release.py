@@ -124,6 +124,28 @@ def test_site_of_another_environment_after_apply_is_clean(tmp_path: Path) -> Non
 
 
 @pytest.mark.wheels
+def test_eagle_instead_of_eagle3_stops_at_the_first_request_once_the_fc_guard_is_applied(tmp_path: Path) -> None:
+    """--speculative-algorithm EAGLE with an EAGLE-3 drafter: as published, SGLang runs it with fc never
+    applied; with sglang/eagle3-loud-fc-skip applied the drafter raises at the first prefill, and the
+    check says so (found on the H200, docs/gpu-proof.md; it said "the server starts" on both)."""
+    site = tmp_path / "site"
+    shutil.copytree(wheels.tree("sglang", "0.5.13.post1"), site)
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None))
+    argv = ("drafter", "check", str(drafter), "--target", str(make_target(tmp_path)), "--site", str(site),
+            "--flags=--speculative-algorithm EAGLE", "--json")
+    published = findings(cli(*argv)[1])
+    assert published["fc.shape"]["message"].startswith("fc is never applied")
+    assert "the server starts" in published["flags.algorithm"]["message"]
+    assert cli("apply", "--engine", "sglang", "--site", str(site), "--no-probes")[0] == 0
+    patched = findings(cli(*argv)[1])
+    assert patched["fc.shape"]["message"] == ("fc gets one layer of target features, not the aux layers it fuses: "
+                                              "our sglang/eagle3-loud-fc-skip (applied) raises at the first prefill")
+    assert patched["flags.algorithm"]["message"].endswith("sglang 0.5.13.post1 starts, and stops at its first "
+                                                          "request (fc.shape)")
+    assert all(f["level"] == "problem" for f in (patched["fc.shape"], patched["flags.algorithm"]))
+
+
+@pytest.mark.wheels
 def test_lost_and_conflict_are_problems_as_verify_says(tmp_path: Path) -> None:
     site, rel = tmp_path / "site", "sglang/srt/models/llama_eagle3.py"
     shutil.copytree(wheels.tree("sglang", "0.5.9"), site)

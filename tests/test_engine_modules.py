@@ -54,7 +54,7 @@ def test_the_contract_is_what_the_descriptions_declare():
                    "alias_prefixes", "method_aliases", "eagle_without_drafter_is_mtp", "mtp_declarations",
                    "mtp_model", "mtp_arch_lists"],
         "DrafterReading": ["since", "model_runners", "loader_strict", "adds_model_prefix", "ids_keys",
-                           "mla_by_model_type", "eagle_with_eagle3_drafter", "multi_layer_since",
+                           "mla_by_model_type", "eagle_with_eagle3_drafter", "fc_guard", "multi_layer_since",
                            "capture_family", "aux_ids_as_published", "aux_ids_family", "rope_parameters_read",
                            "eagle31_guard", "eagle31_facts_family", "eagle31_read_since", "built_classes",
                            "ids_taken", "no_capture", "switch_weights"],

@@ -107,10 +107,22 @@ def _as_run_by_eagle(findings: list[Finding], release: Release, drafter: Drafter
     """SGLang with --speculative-algorithm EAGLE runs an EAGLE-3 drafter without its features: every line
     says what this command does (facts.SGLANG_EAGLE_ALGORITHM), none what EAGLE3 would do."""
     said = facts.SGLANG_EAGLE_ALGORITHM
+    guard = facts.reading(release).fc_guard
+    # Our guard applied: the drafter's fc meets one layer of target features at the first prefill
+    # and raises (the family's probes; docs/gpu-proof.md), so the server stops at its first request.
+    stops = guard is not None and release.applied(guard) and drafter.use_aux_hidden_state
     out, captured = [], False
     for f in findings:
         code = "aux.capture" if f.code.startswith("aux.capture") else f.code
-        if code not in said:
+        if stops and code == "fc.shape":
+            out.append(problem(code, f"fc gets one layer of target features, not the aux layers it fuses: our "
+                               f"{release.name}/{guard} (applied) raises at the first prefill",
+                               hint="--speculative-algorithm EAGLE3"))
+        elif stops and code == "flags.algorithm":
+            out.append(problem(code, f"--speculative-algorithm EAGLE runs this EAGLE-3 drafter without its aux "
+                               f"features: {release.label()} starts, and stops at its first request (fc.shape)",
+                               wanted=f.wanted, found=f.found, hint=f.hint))
+        elif code not in said:
             out.append(f)
         elif code == "aux.capture" and captured:
             continue  # one line for every runner: none captures

@@ -33,6 +33,7 @@ K25_CAPTURE_FAMILY = "k25-aux-capture"  # sglang: the Kimi-K2.5 wrapper forwards
 CONFIG_AUX_IDS_FAMILY = "eagle3-config-aux-ids"  # vllm: both runners read eagle_config ids as 0.22.0's v1 does
 EAGLE31_FAMILY = "eagle31-switches"  # vllm: EAGLE 3.1 switches refused at load where ignored
 SGLANG_GUARDS_FAMILY = "eagle3-drafter-guards"  # sglang: switches and a missing d2t refused at load
+LOUD_FC_FAMILY = "eagle3-loud-fc-skip"  # sglang: an fc handed fewer features than it takes raises
 
 # The targets whose model carries the DeepSeek MLA decoder (and its aux capture, or not).
 K25_TARGET = "KimiK25ForConditionalGeneration"
@@ -90,6 +91,9 @@ class DrafterReading:
     # what a launch asking for EAGLE (not EAGLE-3) does with an EAGLE-3 drafter (issue 32):
     # "runs-without-features" or "stops-at-start-up" (patcher.drafter.checks.EAGLE_RUNS)
     eagle_with_eagle3_drafter: str
+    # the family that makes the drafter raise, at the first prefill, where its fc is handed one layer
+    # of target features instead of the aux layers it fuses (EAGLE instead of EAGLE3); None: none
+    fc_guard: str | None
     multi_layer_since: str  # the behaviour from which the Llama drafter builds more than one layer
     # (family, targets): the family that makes these target classes capture aux states
     capture_family: tuple[str, tuple[str, ...]]

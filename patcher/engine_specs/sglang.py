@@ -7,6 +7,7 @@ from patcher.engine_specs.description import (
     K25_CAPTURE_FAMILY,
     K25_TARGET,
     KEYS_FAMILY,
+    LOUD_FC_FAMILY,
     MAPS_LAYERS0,
     SGLANG_GUARDS_FAMILY,
     Ask,
@@ -135,6 +136,7 @@ SPEC = EngineSpec(
         mla_by_model_type=False,
         # no aux capture, fc never applied, d2t never read, the target's lm_head
         eagle_with_eagle3_drafter="runs-without-features",
+        fc_guard=LOUD_FC_FAMILY,  # applied, that run stops at its first request instead
         multi_layer_since=MAPS_LAYERS0,
         capture_family=(K25_CAPTURE_FAMILY, (K25_TARGET,)),
         # DeepSeek/Kimi capture as published, before our aux-ids family: whether building the CUDA

@@ -157,6 +157,7 @@ SPEC = EngineSpec(
         mla_by_model_type=True,
         # it looks up EagleLlamaForCausalLMEagle3, which it does not register
         eagle_with_eagle3_drafter="stops-at-start-up",
+        fc_guard=None,  # that launch never reaches a forward
         multi_layer_since=MULTI_LAYER_LLAMA,
         capture_family=(MLA_CAPTURE_FAMILY, MLA_TARGETS),
         aux_ids_as_published=(),  # ids as given, in eager and graph mode
