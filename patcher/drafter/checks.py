@@ -5,6 +5,9 @@ Each check returns findings; none raises for a wrong-but-readable drafter. The c
 target the failures that cost a full server load and produce no error: keys skipped by
 the loader, an ``fc`` that gets other features than it was trained on, a vocabulary map
 that is missing, a launch flag that runs EAGLE-3 as EAGLE-1.
+
+Over 300 lines: the whole check in one reading order: the checkpoint's own checks, then what a
+launch asking for EAGLE (not EAGLE-3) makes of them on each engine, which rewrites those findings.
 """
 
 from __future__ import annotations
