@@ -2,7 +2,8 @@
 
 Fast tests read commands and the launch facts on stand-ins; the ``wheels`` tests run doctor on
 the published trees (``--site``), where verify, the drafter check and the launch facts meet,
-and prove each constant of patcher/release/launch_facts.py against every cached release's files.
+and prove each launch constant (the engine modules' runner and fusion rules) against every cached
+release's files.
 """
 
 from __future__ import annotations
@@ -18,14 +19,26 @@ from packaging.version import Version
 
 from patcher import engine_specs
 from patcher.cli.main import main
+from patcher.engine_specs import base
+from patcher.engine_specs.sglang import fusion as sglang_fusion
+from patcher.engine_specs.vllm import envs as vllm_envs
+from patcher.engine_specs.vllm import runners as vllm_run
 from patcher.errors import LaunchUsageError
-from patcher.launch.launch_checks import fusion_findings, two_batch_overlap_findings
+from patcher.launch import launch_checks
 from patcher.maintainer import wheels
-from patcher.release import launch_facts
 from patcher.release.launch_command import parse
 from patcher.release.release import FamilyState, from_version
 from tests.test_drafter import eagle3_config, make_drafter, make_target
 from tests.test_drafter_release import k2_target
+
+
+def fusion_findings(release, cmd, target):
+    """SGLang's fusion check, as doctor hands it a launch (no environment read)."""
+    return sglang_fusion.fusion_findings(base.LaunchContext(release, cmd, target, {}, {}))
+
+
+def two_batch_overlap_findings(release, cmd, target):
+    return sglang_fusion.two_batch_overlap_findings(base.LaunchContext(release, cmd, target, {}, {}))
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -119,9 +132,9 @@ environment_variables = {
 def test_env_defaults_are_read_from_the_installs_envs_py(tmp_path: Path) -> None:
     (tmp_path / "vllm").mkdir()
     (tmp_path / "vllm" / "envs.py").write_text(ENVS_PY)
-    got = launch_facts.env_vars(engine_specs.spec("vllm"), tmp_path)
-    assert got[launch_facts.V2_RUNNER_ENV] == launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, True, "0")
-    assert got[launch_facts.FLASHINFER_ALLREDUCE_ENV].read is False
+    got = launch_checks.variables(engine_specs.spec("vllm"), tmp_path)
+    assert got[vllm_envs.V2_RUNNER_ENV] == base.EnvVar(vllm_envs.V2_RUNNER_ENV, True, "0")
+    assert got[vllm_envs.FLASHINFER_ALLREDUCE_ENV].read is False
 
 
 K2 = ("DeepseekV3ForCausalLM",)
@@ -146,17 +159,17 @@ def test_vllm_runner(version: str, env: dict, archs: tuple | None, runner: str) 
     v = Version(version)
     read = v >= Version("0.12.0")
     default = None if v >= Version("0.22.0") else "0"  # tri-state from 0.22.0 (proven on the trees below)
-    var = launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, read, default if read else None)
+    var = base.EnvVar(vllm_envs.V2_RUNNER_ENV, read, default if read else None)
     pp = env.pop("PP", None) is not None
-    assert launch_facts.vllm_runner(v, env, var, archs, eagle3_pp=pp).name == runner
+    assert vllm_run.vllm_runner(v, env, var, archs, eagle3_pp=pp).name == runner
 
 
 def _sglang(version: str, fused_state: str | None = None):
     release = from_version("sglang", Version(version))
     if fused_state is None:
         return release
-    others = [f for f in release.families if f.family.name != launch_facts.FUSED_CAPTURE_FAMILY]
-    family = replace(release.families[0].family, name=launch_facts.FUSED_CAPTURE_FAMILY)
+    others = [f for f in release.families if f.family.name != sglang_fusion.FUSED_CAPTURE_FAMILY]
+    family = replace(release.families[0].family, name=sglang_fusion.FUSED_CAPTURE_FAMILY)
     return replace(release, families=(*others, FamilyState(family, fused_state, "stand-in")))
 
 
@@ -205,7 +218,7 @@ def test_sglang_fused_allreduce_capture(version, state, arch, extra, level, in_h
     assert (f.code, f.level) == ("launch.allreduce_fusion", level)
     assert in_hint in f.hint
     if state is not None:
-        assert f"sglang/{launch_facts.FUSED_CAPTURE_FAMILY} {state}" in f.message
+        assert f"sglang/{sglang_fusion.FUSED_CAPTURE_FAMILY} {state}" in f.message
 
 
 def test_explicit_fusion_flag_is_named_in_the_problem() -> None:
@@ -228,7 +241,7 @@ def _tbo_release(version: str, state: str | None):
     release = from_version("sglang", Version(version))
     if state is None:
         return release
-    return replace(release, families=tuple(replace(f, state=state) if f.family.name == launch_facts.TBO_CAPTURE_FAMILY
+    return replace(release, families=tuple(replace(f, state=state) if f.family.name == sglang_fusion.TBO_CAPTURE_FAMILY
                                            else f for f in release.families))
 
 

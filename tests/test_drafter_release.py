@@ -23,10 +23,10 @@ from patcher.core import manifest, matrix
 from patcher.core.manifest import contains
 from patcher.core.plan import State
 from patcher.drafter import facts
-from patcher.drafter.findings import hint, problem
 from patcher.drafter.fix import still_wrong
+from patcher.engine_specs.vllm import drafter as vllm_drafter
+from patcher.findings import hint, problem
 from patcher.maintainer import wheels
-from patcher.release import launch_facts
 from patcher.release.release import FamilyState, from_version
 from tests.support import progress
 from tests.support.tiers import release_param
@@ -466,9 +466,9 @@ def test_vllm_runner_id_readers_match_every_release() -> None:
         release = from_version("vllm", version)
         v1_file = tree / "vllm/v1/worker/gpu_model_runner.py"  # removed in 0.34.0
         v1 = v1_file.read_text() if v1_file.is_file() else ""
-        assert (facts.V1 in facts.vllm_runners(release)) == v1_file.is_file(), version
+        assert (facts.V1 in facts.runners(release)) == v1_file.is_file(), version
         v2_dir = tree / "vllm/v1/worker/gpu"
-        assert (facts.V2 in facts.vllm_runners(release)) == v2_dir.is_dir(), version
+        assert (facts.V2 in facts.runners(release)) == v2_dir.is_dir(), version
         utils = v2_dir / "spec_decode/eagle/eagle3_utils.py"
         v2_aux = utils.is_file() and "eagle_aux_hidden_state_layer_ids" in utils.read_text()
         assert (version >= Version(engine_specs.spec("vllm").drafter.since[facts.V2_AUX])) == v2_aux, version
@@ -503,7 +503,7 @@ def test_vllm_default_runner_matches_every_release() -> None:
                 gate = "_is_default_v2_model_runner_model()" in body
                 listed = text.split("DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES = ", 1)[1].split(")", 1)[0] if gate else ""
                 v2_default = not gate or f'"{arch}"' in listed
-            got = facts.vllm_default_runner(release, arch)
+            got = facts.default_runner(release, arch)
             assert got == (facts.V2 if v2_default else facts.V1), (version, arch, got)
 
 
@@ -641,7 +641,7 @@ def test_sglang_transformers_major_matches_every_release() -> None:
 
 
 def test_sglang_eagle_algorithm_facts_hold_on_every_release() -> None:
-    """facts.SGLANG_EAGLE_ALGORITHM, what --speculative-algorithm EAGLE does with an EAGLE-3 drafter,
+    """sglang_drafter.EAGLE_ALGORITHM, what --speculative-algorithm EAGLE does with an EAGLE-3 drafter,
     read from each cached SGLang release (issue 32 case 1): the aux capture is set up only under
     is_eagle3(); the worker loads the hot-token map only from --speculative-token-map and hands the
     draft model the target's embed and head; the drafter applies fc only to a hidden state wider than
@@ -710,15 +710,15 @@ def test_sglang_k25_wrapper_without_the_capture_hook_stops_the_load() -> None:
 # --- MLA drafter model_type (issue 32, case 5) ---------------------------------------------------
 
 def test_eagle_mla_model_types_on_every_release_with_the_mla_drafter() -> None:
-    """launch_facts.EAGLE_MLA_MODEL_TYPES (used where no install can be read) is what every release
+    """vllm_drafter.EAGLE_MLA_MODEL_TYPES (used where no install can be read) is what every release
     with deepseek_eagle3.py names in is_deepseek_mla's EAGLE branch, but AXK1; kimi_k2 never is."""
     seen = 0
     for version, tree in _trees("vllm"):
         if not (tree / "vllm/model_executor/models/deepseek_eagle3.py").is_file():
             continue
-        got = launch_facts.eagle_mla_model_types(tree)
-        assert got is not None and launch_facts.EAGLE_MLA_MODEL_TYPES <= got, (version, got)
-        assert got - launch_facts.EAGLE_MLA_MODEL_TYPES <= {"AXK1", "axk1"}, (version, got)
+        got = vllm_drafter.eagle_mla_model_types(tree)
+        assert got is not None and vllm_drafter.EAGLE_MLA_MODEL_TYPES <= got, (version, got)
+        assert got - vllm_drafter.EAGLE_MLA_MODEL_TYPES <= {"AXK1", "axk1"}, (version, got)
         assert "kimi_k2" not in got and "kimi_k25" not in got, version
         seen += 1
     assert seen >= 17  # 0.18.0-0.34.0
@@ -743,7 +743,7 @@ def test_mla_drafter_model_type_as_the_release_runs_it(tmp_path: Path, engine: s
                                *MLA_MODEL_TYPES], capture_output=True, text=True, env=cpu_env.probe_env(), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     engine_says = json.loads(proc.stdout.strip().splitlines()[-1])
-    listed = launch_facts.eagle_mla_model_types(wheels.tree(engine, version))
+    listed = vllm_drafter.eagle_mla_model_types(wheels.tree(engine, version))
     target = rd.kimi_target(tmp_path)
     for model_type in MLA_MODEL_TYPES:
         ran_as_mla = engine_says[model_type]

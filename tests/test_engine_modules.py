@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
 import inspect
 import types
 import typing
@@ -22,12 +23,10 @@ from packaging.version import Version
 
 from patcher import engine_specs
 from patcher.core import manifest
-from patcher.drafter import checks, flag_checks
-from patcher.engine_specs import description
-from patcher.engine_specs.description import DrafterReading, EngineSpec, Launch
-from patcher.launch import doctor
+from patcher.drafter import flag_checks
+from patcher.engine_specs import base
+from patcher.engine_specs.base import DrafterReading, EngineSpec, Launch
 from patcher.maintainer import cpu_env
-from patcher.release import launch_facts
 
 PACKAGE = Path(__file__).resolve().parent.parent / "patcher"
 ENGINES = engine_specs.NAMES
@@ -42,19 +41,21 @@ RULES = {"ids_taken": ["ask", "runner", "top", "in_eagle", "layer_ids"],
 
 def test_the_contract_is_what_the_descriptions_declare():
     """The lists above are read from the dataclasses; this pins them, so a field added to the
-    contract is a decision made here, with its meaning in description.py. The fields an engine must
+    contract is a decision made here, with its meaning in base.py. The fields an engine must
     state come first; the rest have a plain engine's default (issue 45: a small engine states only
     what differs), and how an engine reads a drafter has none: those are facts to prove per engine."""
     assert CONTRACT == {
         "EngineSpec": ["name", "title", "distribution", "package", "first_covered", "launch", "drafter", "order",
                        "cpu_env_lines", "cpu_imports", "cpu_shims", "cpu_install", "probe_preload",
-                       "env_declarations", "env_vars", "registered_since"],
+                       "env", "registered_since"],
         "Launch": ["serve_commands", "spellings", "eagle3_flags", "method_option", "eagle_methods", "read",
-                   "modules", "cli_module", "serve_takes_model", "dashes_or_underscores", "checks", "parser_child",
+                   "modules", "cli_module", "serve_takes_model", "dashes_or_underscores", "checks", "flag_check",
+                   "parser_child",
                    "alias_prefixes", "method_aliases", "eagle_without_drafter_is_mtp", "mtp_declarations",
                    "mtp_model", "mtp_arch_lists"],
-        "DrafterReading": ["since", "model_runners", "loader_strict", "adds_model_prefix", "ids_keys",
-                           "mla_by_model_type", "eagle_with_eagle3_drafter", "fc_guard", "multi_layer_since",
+        "DrafterReading": ["since", "model_runners", "runners", "default_runner", "loader_strict",
+                           "adds_model_prefix", "ids_keys", "mla_model_type", "eagle_with_eagle3_drafter",
+                           "multi_layer_since",
                            "capture_family", "aux_ids_as_published", "aux_ids_family", "rope_parameters_read",
                            "eagle31_guard", "eagle31_facts_family", "eagle31_read_since", "built_classes",
                            "ids_taken", "no_capture", "switch_weights"],
@@ -90,7 +91,7 @@ def test_each_engine_module_provides_the_whole_contract(engine):
 def test_each_engine_modules_tables_are_well_formed(engine):
     spec = engine_specs.spec(engine)
     d = spec.drafter
-    behaviours = {v for k, v in vars(description).items() if k.isupper() and isinstance(v, str) and " " in v}
+    behaviours = {v for k, v in vars(base).items() if k.isupper() and isinstance(v, str) and " " in v}
     assert set(d.since) <= behaviours and d.multi_layer_since in behaviours
     assert all(Version(v) >= Version(spec.first_covered) for v in d.since.values())
     families = {p.parent.name for p in (manifest.PATCHES / engine).glob("*/patch.toml")}
@@ -102,16 +103,17 @@ def test_each_engine_modules_tables_are_well_formed(engine):
     for spec_text in d.rope_parameters_read or ():
         SpecifierSet(spec_text)
     assert bool(d.eagle31_facts_family) == bool(d.built_classes) != bool(d.eagle31_read_since)
-    assert set(spec.launch.checks) <= set(doctor.ENGINE_CHECKS)
-    assert spec.launch.method_option[0] in flag_checks.FLAG_CHECKS
-    assert d.eagle_with_eagle3_drafter in checks.EAGLE_RUNS
+    for check in spec.launch.checks:  # doctor hands each one LaunchContext
+        assert list(inspect.signature(check).parameters) == ["ctx"], (engine, check)
+    assert spec.launch.flag_check is not None, "both engines' flags are judged"
+    assert list(inspect.signature(d.eagle_with_eagle3_drafter).parameters) == ["findings", "release", "drafter"]
     assert spec.cpu_install in ("sources", "pip")
     # ids_keys says what ids_taken does, on a release that has every behaviour and every fix
     for key, top, in_eagle in (("top-level", [1, 2, 3], None), ("eagle_config", None, [1, 2, 3])):
-        taken = d.ids_taken(_AskYes(), description.V1, top, in_eagle, None)
+        taken = d.ids_taken(_AskYes(), base.V1, top, in_eagle, None)
         assert (taken.source == key) == (key in d.ids_keys), (engine, key, taken)
-    known = {launch_facts.V2_RUNNER_ENV, launch_facts.FLASHINFER_ALLREDUCE_ENV, launch_facts.SPEC_V2_ENV}
-    assert set(spec.env_vars) <= known, "launch_facts says what each variable doctor reads does"
+    rules = importlib.import_module(spec.env.read.__module__)  # a constant there says what each one does
+    assert set(spec.env.names) <= {v for k, v in vars(rules).items() if k.endswith("_ENV")}
     for line in spec.cpu_env_lines:
         assert (cpu_env.LOCKS / f"{line.name}.txt").is_file()
 
@@ -134,9 +136,16 @@ class _AskYes:
         return True
 
 
-def test_every_engine_check_doctor_knows_is_some_engines():
-    used = {c for s in engine_specs.ALL for c in s.launch.checks}
-    assert used == set(doctor.ENGINE_CHECKS)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_engines_behaviour_lives_in_its_own_module(engine):
+    """Issue 45: every rule an engine states as code (its launch checks, flag check, env rules, runner
+    and drafter rules) is defined in its own module or package, not handed in from the shared code."""
+    spec = engine_specs.spec(engine)
+    rules = [*spec.launch.checks, spec.launch.flag_check, spec.env.read, spec.env.parse,
+             *(getattr(spec.drafter, f.name) for f in dataclasses.fields(spec.drafter))]
+    own = (f"patcher.engine_specs.{engine}", "patcher.engine_specs.base")  # base: a plain engine's default
+    for fn in (r for r in rules if callable(r)):
+        assert fn.__module__.startswith(own), (engine, fn.__qualname__, fn.__module__)
 
 
 # --- the shared code asks the module --------------------------------------------------------------
@@ -188,3 +197,21 @@ def test_the_name_finder_sees_each_form():
         assert _names(tmp) == [3, 4, 5, 6, 8, 9, 10]
     finally:
         tmp.unlink()
+
+
+def test_the_state_words_an_engines_rules_compare_are_the_planners():
+    """Engine modules compare a family's state with base's words (they import nothing of core): the
+    words must be plan.State's values, or a check would never match."""
+    from patcher.core.plan import State
+
+    assert [base.APPLIED, base.UPSTREAM, base.PENDING, base.LOST, base.REFUSED, base.UNKNOWN_STATE] == [
+        State.APPLIED, State.UPSTREAM, State.PENDING, State.LOST, State.REFUSED, State.UNKNOWN]
+
+
+def test_an_engine_without_a_flag_reader_gets_no_verdict_on_its_flags(monkeypatch, tmp_path):
+    """A plain engine (no ``Launch.flag_check``): --flags is not judged, and the line says so."""
+    plain = dataclasses.replace(engine_specs.spec("sglang"), name="plain", title="Plain")
+    plain = dataclasses.replace(plain, launch=dataclasses.replace(plain.launch, flag_check=None))
+    monkeypatch.setitem(engine_specs.BY_NAME, "plain", plain)
+    (f,) = flag_checks.check_flags("--speculative-algorithm EAGLE3", "plain", tmp_path, False)
+    assert (f.level, f.code) == ("hint", "flags.engine") and "no reader of Plain's speculative flags" in f.message

@@ -1,4 +1,5 @@
-"""patcher/release/launch_facts.py against the published wheels: every constant, release by release.
+"""The launch facts against the published wheels, every constant release by release: the engine
+modules' env rules, vLLM's runners, SGLang's fusion, and patcher/release/launch_facts.py.
 
 The default tier reads the releases on each side of every boundary a constant claims; the rest
 of the covered releases run with ``pytest --full`` (tests/conftest.py). Each test reads the
@@ -15,6 +16,12 @@ from packaging.version import Version
 
 from patcher import engine_specs
 from patcher.core import matrix
+from patcher.engine_specs import base
+from patcher.engine_specs.sglang import environ as sglang_environ
+from patcher.engine_specs.sglang import fusion as sglang_fusion
+from patcher.engine_specs.vllm import envs as vllm_envs
+from patcher.engine_specs.vllm import runners as vllm_run
+from patcher.launch import launch_checks
 from patcher.maintainer import wheels
 from patcher.release import launch_facts
 
@@ -45,8 +52,8 @@ def test_the_sample_is_made_of_covered_releases() -> None:
 @pytest.mark.wheels
 @pytest.mark.parametrize(("engine", "version"), releases("vllm"))
 def test_vllm_env_defaults(engine: str, version: str) -> None:
-    got = launch_facts.env_vars(engine_specs.spec(engine), wheels.tree(engine, version))
-    v2, fi = got[launch_facts.V2_RUNNER_ENV], got[launch_facts.FLASHINFER_ALLREDUCE_ENV]
+    got = launch_checks.variables(engine_specs.spec(engine), wheels.tree(engine, version))
+    v2, fi = got[vllm_envs.V2_RUNNER_ENV], got[vllm_envs.FLASHINFER_ALLREDUCE_ENV]
     v = Version(version)
     # VLLM_USE_V2_MODEL_RUNNER: from 0.12.0, "0" until 0.21.0, tri-state (None) from 0.22.0
     assert (v2.read, v2.default) == ((False, None) if v < Version("0.12.0") else (True, "0") if v < Version("0.22.0")
@@ -61,7 +68,7 @@ def test_vllm_env_defaults(engine: str, version: str) -> None:
 def test_v2_runner_feeds_eagle3_aux_states_from_0_17_0(engine: str, version: str) -> None:
     runner = wheels.tree(engine, version) / "vllm" / "v1" / "worker" / "gpu" / "model_runner.py"
     feeds = "set_eagle3_aux_hidden_state_layers" in runner.read_text()
-    assert feeds == (Version(version) >= launch_facts.V2_RUNNER_EAGLE3_SINCE)
+    assert feeds == (Version(version) >= vllm_run.V2_RUNNER_EAGLE3_SINCE)
 
 
 def _default_v2_architectures(tree: Path) -> frozenset[str]:
@@ -81,22 +88,22 @@ def test_v2_runner_default_by_architecture_until_0_29_0(engine: str, version: st
     fn = next((n for n in ast.walk(ast.parse(source))
                if isinstance(n, ast.FunctionDef) and n.name == "use_v2_model_runner"), None)
     if fn is None:  # 0.34.0: no choice left, v2 is the only runner the release ships
-        assert launch_facts.vllm_runners(Version(version), tree) == ("v2",)
-        assert launch_facts.default_v2_architectures(tree) is None
+        assert vllm_run.vllm_runners(Version(version), tree) == ("v2",)
+        assert vllm_run.default_v2_architectures(tree) is None
         return
     by_architecture = "_is_default_v2_model_runner_model" in ast.unparse(fn)
-    assert by_architecture == (Version(version) < launch_facts.V2_RUNNER_DEFAULT_SINCE)
+    assert by_architecture == (Version(version) < vllm_run.V2_RUNNER_DEFAULT_SINCE)
     # the list the check reads from the release is the one this test reads, where the release uses one
-    assert (launch_facts.default_v2_architectures(tree) is not None) == by_architecture
+    assert (vllm_run.default_v2_architectures(tree) is not None) == by_architecture
     if by_architecture:
-        assert not _default_v2_architectures(tree) & launch_facts.KIMI_ARCHITECTURES
-        assert launch_facts.default_v2_architectures(tree) == _default_v2_architectures(tree)
+        assert not _default_v2_architectures(tree) & base.KIMI_ARCHITECTURES
+        assert vllm_run.default_v2_architectures(tree) == _default_v2_architectures(tree)
 
 
 @pytest.mark.wheels
 @pytest.mark.parametrize(("engine", "version"), releases("sglang"))
 def test_sglang_spec_v2_env_default(engine: str, version: str) -> None:
-    var = launch_facts.env_vars(engine_specs.spec(engine), wheels.tree(engine, version))[launch_facts.SPEC_V2_ENV]
+    var = launch_checks.variables(engine_specs.spec(engine), wheels.tree(engine, version))[sglang_environ.SPEC_V2_ENV]
     v = Version(version)
     # declared 0.5.4.post1-0.5.13.post1, on by default from 0.5.11; 0.5.14 removed it (the V2 worker always runs)
     assert (var.read, var.default) == ((False, None) if v < Version("0.5.4.post1") else (True, "False")
@@ -108,8 +115,8 @@ def test_sglang_spec_v2_env_default(engine: str, version: str) -> None:
 @pytest.mark.parametrize(("engine", "version"), releases("sglang"))
 def test_fusion_disable_flag_in_0_5_10_to_0_5_13_post1(engine: str, version: str) -> None:
     args = wheels.tree(engine, version) / "sglang" / "srt" / "server_args.py"
-    has = args.exists() and f'"{launch_facts.FUSION_DISABLE_FLAG}"' in args.read_text()
-    assert has == launch_facts.has_fusion_disable_flag(Version(version))
+    has = args.exists() and f'"{sglang_fusion.FUSION_DISABLE_FLAG}"' in args.read_text()
+    assert has == sglang_fusion.has_fusion_disable_flag(Version(version))
 
 
 def _auto_enable_block(text: str) -> str:
@@ -124,12 +131,12 @@ def _auto_enable_block(text: str) -> str:
 @pytest.mark.parametrize(("engine", "version"), releases("sglang", since="0.5.4.post2", below="0.5.14"))
 def test_auto_fusion_targets_and_gpus(engine: str, version: str) -> None:
     v = Version(version)
-    assert launch_facts.fused_capture_bug_by_version(v)
+    assert sglang_fusion.fused_capture_bug_by_version(v)
     text = (wheels.tree(engine, version) / "sglang" / "srt" / "server_args.py").read_text()
     block = _auto_enable_block(text)
     assert "not self.enable_dp_attention" in block  # doctor's DP-attention exemption
-    for arch in sorted(launch_facts.KIMI_ARCHITECTURES):
-        gpus = launch_facts.auto_fusion_gpus(v, arch)
+    for arch in sorted(base.KIMI_ARCHITECTURES):
+        gpus = sglang_fusion.auto_fusion_gpus(v, arch)
         assert (f'"{arch}"' in block) == (gpus is not None), arch
         if gpus == "SM90/SM100":
             assert "is_sm90_supported()" in block, arch
@@ -154,7 +161,7 @@ def test_sglang_serve_is_there_where_the_release_declares_its_console_script(eng
 def test_v2_runner_falls_back_for_eagle3_with_pipeline_parallelism_only_in_0_29_0(engine: str, version: str) -> None:
     text = (wheels.tree(engine, version) / "vllm" / "config" / "vllm.py").read_text()
     fallback = '"EAGLE3 with pipeline parallelism"' in text
-    assert fallback == launch_facts.contains(launch_facts.V2_EAGLE3_PP_FALLBACK, Version(version))
+    assert fallback == base.contains(vllm_run.V2_EAGLE3_PP_FALLBACK, Version(version))
 
 
 @pytest.mark.parametrize(("engine", "version"), releases("vllm") + releases("sglang"))
@@ -204,15 +211,15 @@ def test_no_release_builds_a_moe_eagle3_drafter(engine: str, version: str) -> No
 def test_environment_values_are_parsed_as_the_release_parses_them(engine: str, version: str) -> None:
     """env.*: the release's own envs.py entry (vLLM) or EnvField.parse (SGLang), run on a value."""
     site, spec = wheels.tree(engine, version), engine_specs.spec(engine)
-    name = launch_facts.V2_RUNNER_ENV if engine == "vllm" else launch_facts.SPEC_V2_ENV
-    var = launch_facts.env_vars(spec, site).get(name)
+    name = vllm_envs.V2_RUNNER_ENV if engine == "vllm" else sglang_environ.SPEC_V2_ENV
+    var = launch_checks.variables(spec, site).get(name)
     if var is None or not var.read or var.only is not None:
         # not declared (or, vLLM 0.34.0, only start-up's check reads it: launch.runner judges it)
-        assert launch_facts.env_parsed(spec, site, name, {name: "true"}) is None or engine == "sglang"
+        assert spec.env.parse(site, name, {name: "true"}) is None or engine == "sglang"
         return
-    good = launch_facts.env_parsed(spec, site, name, {name: "1"})
+    good = spec.env.parse(site, name, {name: "1"})
     assert good is not None and not good.raises and not good.ignored
-    bad = launch_facts.env_parsed(spec, site, name, {name: "true" if engine == "vllm" else "maybe"})
+    bad = spec.env.parse(site, name, {name: "true" if engine == "vllm" else "maybe"})
     assert bad is not None
     if engine == "vllm":  # bool(int("true")) / maybe_convert_bool: the server stops
         assert bad.raises.startswith("ValueError") and not bad.ignored

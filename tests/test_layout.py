@@ -15,7 +15,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "patcher"
 # What a module at the top of patcher/ is (not a folder): its one job, and what it may import.
-TOP_MODULES = {"errors": set(), "__main__": {"cli"}, "__init__": set()}
+TOP_MODULES = {"errors": set(), "findings": set(), "__main__": {"cli"}, "__init__": set()}
 
 
 def folders() -> dict[str, set[str]]:
@@ -76,7 +76,7 @@ def test_every_import_goes_down_the_order():
 
 def test_the_may_import_lines_follow_the_listed_order():
     """A folder may import only folders listed before it: the order has no cycle."""
-    order = ["errors", *re.findall(r"^- ``(\w+)/``", PACKAGE.joinpath("__init__.py").read_text(), re.M)]
+    order = ["errors", "findings", *re.findall(r"^- ``(\w+)/``", PACKAGE.joinpath("__init__.py").read_text(), re.M)]
     for folder, allowed in folders().items():
         above = set(order[order.index(folder):])
         assert not allowed & above, f"{folder} may import {allowed & above}, listed at or after it"
@@ -114,8 +114,8 @@ def _prints(path: Path) -> list[int]:
 
 # Scripts that run as programs of their own, in the engine's interpreter: the probe child, the
 # introspection script and each engine's parser child (maintainer/ holds the maintainer's own command-line tools).
-OWN_PROGRAMS = {"probes/probe_child.py", "environment/_introspect.py", "engine_specs/vllm_parser_child.py",
-                "engine_specs/sglang_parser_child.py", "engine_specs/parser_child_common.py"}
+OWN_PROGRAMS = {"probes/probe_child.py", "environment/_introspect.py", "engine_specs/vllm/parser_child.py",
+                "engine_specs/sglang/parser_child.py", "engine_specs/parser_child_common.py"}
 
 
 @pytest.mark.parametrize("path", [p for p in sources() if owner(p) not in ("cli", "maintainer")
@@ -136,3 +136,14 @@ def test_a_module_over_300_lines_says_why():
         if text.count("\n") > LONG and not re.search(rf"^Over {LONG} lines: \S", doc, re.M):
             unexplained.append(f"{path.relative_to(PACKAGE.parent)}: {text.count(chr(10))} lines")
     assert not unexplained, "split these, or say why at the end of the docstring:\n" + "\n".join(unexplained)
+
+
+def test_every_package_folder_is_installed():
+    """pyproject.toml lists packages by name: a folder left out would be missing from the wheel (the
+    Docker build installs one), and its imports would fail only there."""
+    from patcher.core.manifest import tomllib  # tomli before 3.11
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders_ = {".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")
+                if "__pycache__" not in p.parts}
+    assert folders_ <= listed, sorted(folders_ - listed)

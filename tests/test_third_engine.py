@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ENGINE_MODULE = '''"""ToyServe: a fork of SGLang under its own names (tests/test_third_engine.py)."""
 
 from patcher.engine_specs import sglang
-from patcher.engine_specs.description import EngineSpec, Launch
+from patcher.engine_specs.base import EngineSpec, Launch
 
 SPEC = EngineSpec(
     name="toyserve",
@@ -46,6 +46,7 @@ SPEC = EngineSpec(
         read={"model_path": "--model-path", "tp_size": "--tp-size", "pp_size": "--pp-size",
               "speculative_algorithm": "--speculative-algorithm",
               "speculative_draft_model_path": "--speculative-draft-model-path"},
+        flag_check=sglang.SPEC.launch.flag_check,  # and its launch flags
     ),
     drafter=sglang.SPEC.drafter,  # a fork reads a drafter as SGLang does
 )

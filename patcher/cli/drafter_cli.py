@@ -18,9 +18,9 @@ from patcher.core.manifest import ENGINES
 from patcher.drafter.checkpoint import read_checkpoint, read_config
 from patcher.drafter.checks import check_drafter
 from patcher.drafter.configs import parse_drafter_config, parse_target_config
-from patcher.drafter.findings import has_problem
 from patcher.drafter.fix import fix_drafter
 from patcher.drafter.locate import Detect, resolve_engine
+from patcher.findings import has_problem
 from patcher.release.release import Release
 
 CHECK_SCHEMA, FIX_SCHEMA = report.CHECK_SCHEMA, report.FIX_SCHEMA

@@ -15,9 +15,9 @@ from typing import Any
 from patcher.core.plan import State
 from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import DrafterConfig, TargetConfig
-from patcher.drafter.findings import LEVELS, PROBLEM, UNKNOWN, Finding, tally
 from patcher.drafter.fix import FixOutcome
 from patcher.environment import engines
+from patcher.findings import LEVELS, PROBLEM, UNKNOWN, Finding, tally
 from patcher.installer.actions import Report
 from patcher.launch import doctor
 from patcher.release.release import Release

@@ -20,7 +20,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from patcher.environment.engines import Install, plain_rel
+from patcher.environment.engines import Install
+from patcher.environment.paths import plain_rel
 from patcher.errors import EngineError, WriteError
 
 HASH = re.compile(r"sha256=[A-Za-z0-9_-]{43}")

@@ -21,7 +21,8 @@ from packaging.version import Version
 
 from patcher import engine_specs
 from patcher.core import hunks
-from patcher.environment.engines import plain_rel
+from patcher.engine_specs.base import contains  # noqa: F401 (plan, port and the maintainer tools read it here)
+from patcher.environment.paths import plain_rel
 from patcher.errors import ManifestError
 
 if sys.version_info >= (3, 11):
@@ -33,11 +34,6 @@ else:  # pragma: no cover - exercised on 3.10
 _HERE = Path(__file__).resolve().parents[1]  # the patcher package
 PATCHES = _HERE.parent / "patches" if (_HERE.parent / "patches").is_dir() else _HERE / "patches"
 ENGINES = engine_specs.NAMES  # tests swap it for a toy engine
-
-
-def contains(spec: SpecifierSet, version: Version) -> bool:
-    # prereleases=True: nightlies (0.15.2.dev5+g...) and local builds must match their range.
-    return spec.contains(version, prereleases=True)
 
 
 Spelling = tuple[str, ...]  # one fact, in each spelling upstream has had: any one of them holds
@@ -187,8 +183,7 @@ class Family:
     @property
     def package(self) -> str:
         """The import package its diffs patch: the engine module's (the tests' toy engines: the name)."""
-        spec = engine_specs.BY_NAME.get(self.engine)
-        return spec.package if spec else self.engine
+        return engine_specs.names(self.engine)[1]
 
     @cached_property
     def patches(self) -> dict[str, tuple[hunks.FilePatch, ...]]:

@@ -17,7 +17,6 @@ from patcher.core.plan import State
 from patcher.drafter import facts, shape_checks
 from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import SPECULATORS, DrafterConfig, TargetConfig
-from patcher.drafter.findings import Finding, hint, ok, problem, unknown
 from patcher.drafter.flag_checks import check_flags, guess_engine, split_flags
 from patcher.drafter.key_names import MODEL_PREFIX, decoder_key, is_known, scheme_of
 from patcher.drafter.release_checks import (
@@ -32,6 +31,7 @@ from patcher.drafter.release_checks import (
     check_use_aux,
 )
 from patcher.drafter.shape_checks import check_attention, check_context, check_dtype, check_vocab, n_or_unset, shape_of
+from patcher.findings import Finding, hint, ok, problem
 from patcher.release.launch_command import method_given
 from patcher.release.release import Release
 
@@ -72,75 +72,8 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
         given = method_given(split_flags(flags), release.name) if release is not None else None
         eagle = release.spec.launch.eagle_methods[0] if release is not None else None
         if release is not None and given is not None and given[1] == eagle:  # EAGLE, not EAGLE3 (issue 32)
-            findings = EAGLE_RUNS[facts.reading(release).eagle_with_eagle3_drafter](findings, release, drafter)
+            findings = facts.reading(release).eagle_with_eagle3_drafter(findings, release, drafter)
     return findings
-
-
-def _as_run_by_vllm_eagle(findings: list[Finding], release: Release, drafter: DrafterConfig) -> list[Finding]:
-    """vLLM with "method": "eagle" and an EAGLE-3 drafter (issue 32, case 1 on vLLM). An HF-format config
-    is wrapped in EAGLEConfig, which prefixes "Eagle" to its architecture: EagleLlamaForCausalLMEagle3,
-    which no release registers (tests/test_drafter_release.py, on real imports), so the server stops at
-    start-up and nothing is captured. A speculators config keeps its class under method eagle; what the
-    release captures then is not read here: unknown, not the eagle3 capture line."""
-    out, said = [], False
-    for f in findings:
-        if f.code == "flags.algorithm" and drafter.format != SPECULATORS:
-            archs = [a if a.startswith("Eagle") else f"Eagle{a}" for a in drafter.architectures]
-            out.append(problem("flags.algorithm", f'"method": "eagle" makes {release.label()} look the drafter up as '
-                               f"{', '.join(archs)} (its EAGLEConfig prefixes \"Eagle\"), which it does not "
-                               "register: the server stops at start-up", wanted='"method": "eagle3"',
-                               found='"method": "eagle"', hint='"method": "eagle3"'))
-        elif f.code == "config.format" and f.level == "ok" and drafter.format != SPECULATORS:
-            out.append(hint("config.format", f"{f.message}, the name it runs under \"method\": \"eagle3\"; this "
-                            "command looks up another (flags.algorithm)"))
-        elif not f.code.startswith("aux.capture"):
-            out.append(f)
-        elif not said:
-            said = True
-            if drafter.format == SPECULATORS:
-                out.append(unknown("aux.capture", f'what {release.label()} captures under "method": "eagle" is not '
-                                   "read here (its capture lines are for eagle3)", hint='"method": "eagle3"'))
-            else:
-                out.append(problem("aux.capture", "nothing is captured: the server stops at start-up "
-                                   "(flags.algorithm)", hint='"method": "eagle3"'))
-    return out
-
-
-def _as_run_by_eagle(findings: list[Finding], release: Release, drafter: DrafterConfig) -> list[Finding]:
-    """SGLang with --speculative-algorithm EAGLE runs an EAGLE-3 drafter without its features: every line
-    says what this command does (facts.SGLANG_EAGLE_ALGORITHM), none what EAGLE3 would do."""
-    said = facts.SGLANG_EAGLE_ALGORITHM
-    guard = facts.reading(release).fc_guard
-    # Our guard applied: the drafter's fc meets one layer of target features at the first prefill
-    # and raises (the family's probes; docs/gpu-proof.md), so the server stops at its first request.
-    stops = guard is not None and release.applied(guard) and drafter.use_aux_hidden_state
-    out, captured = [], False
-    for f in findings:
-        code = "aux.capture" if f.code.startswith("aux.capture") else f.code
-        if stops and code == "fc.shape":
-            out.append(problem(code, f"fc gets one layer of target features, not the aux layers it fuses: our "
-                               f"{release.name}/{guard} (applied) raises at the first prefill",
-                               hint="--speculative-algorithm EAGLE3"))
-        elif stops and code == "flags.algorithm":
-            out.append(problem(code, f"--speculative-algorithm EAGLE runs this EAGLE-3 drafter without its aux "
-                               f"features: {release.label()} starts, and stops at its first request (fc.shape)",
-                               wanted=f.wanted, found=f.found, hint=f.hint))
-        elif code not in said:
-            out.append(f)
-        elif code == "aux.capture" and captured:
-            continue  # one line for every runner: none captures
-        else:
-            captured = captured or code == "aux.capture"
-            level = hint if code == "vocab.d2t" else problem
-            out.append(level(code, said[code].format(release=release.label()),
-                             hint="--speculative-algorithm EAGLE3" if level is problem else ""))
-    return out
-
-
-
-# What a launch asking for EAGLE (not EAGLE-3) does with an EAGLE-3 drafter, by the name each
-# engine module gives it (``DrafterReading.eagle_with_eagle3_drafter``).
-EAGLE_RUNS = {"runs-without-features": _as_run_by_eagle, "stops-at-start-up": _as_run_by_vllm_eagle}
 
 
 def _fix_command(release: Release | None) -> str:

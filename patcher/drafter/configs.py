@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from patcher.engine_specs.base import SPECULATORS  # the engines' rules tell the formats apart too
 from patcher.errors import DrafterInputError
 
-SPECULATORS = "speculators"
 EAGLE3_LLAMA = "eagle3-llama"
 OTHER = "other"
 

@@ -12,8 +12,7 @@ The facts the manifests have no home for yet live in each engine's module
 (``patcher.engine_specs.<engine>``: its ``DrafterReading`` tables and rules); this module asks
 them and never branches on an engine's name. Every comparison of a release's version with a
 table happens in ``Release.since`` and the table readers here; tests/test_drafter_release.py
-proves every row against the published wheels' files. The launch flags each engine takes for an
-EAGLE-3 drafter are read here too (``flag_checks`` judges a line by them).
+proves every row against the published wheels' files.
 
 Over 300 lines: every engine fact the drafter checks read passes through here, so that no check
 reads a table or compares a version on its own; its sections (key names, aux ids and capture, EAGLE
@@ -29,11 +28,10 @@ from packaging.version import Version
 
 from patcher import engine_specs
 from patcher.core import matrix
-from patcher.core.manifest import contains
 from patcher.core.plan import OK_STATES, State
 from patcher.drafter.key_names import LAYERS0, MIDLAYER
-from patcher.engine_specs import description
-from patcher.engine_specs.description import (  # noqa: F401 (the checks read them from here)
+from patcher.engine_specs import base
+from patcher.engine_specs.base import (  # noqa: F401 (the checks read them from here)
     AUX_IDS_FAMILY,
     CONFIG_AUX_IDS_FAMILY,
     EAGLE31_FAMILY,
@@ -49,12 +47,12 @@ from patcher.engine_specs.description import (  # noqa: F401 (the checks read th
     V2_AUX,
     V2_EAGLE_LAYER_IDS,
     IdsTaken,
+    contains,
 )
-from patcher.release import launch_facts
 from patcher.release.release import FamilyState, Release
 
 # The family ids, behaviours and target classes the rules name are the engine modules' vocabulary
-# (patcher/engine_specs/description.py), imported above for the checks that read them from here.
+# (patcher/engine_specs/base.py), imported above for the checks that read them from here.
 
 # Each engine's tables, as its module states them (engine_specs.<engine>.SPEC), by engine name.
 REGISTERED_SINCE: dict[str, dict[str, str]] = {s.name: s.registered_since for s in engine_specs.ALL}
@@ -64,7 +62,7 @@ EAGLE31_READ_SINCE: dict[str, dict[str, dict[str, str]]] = {
     s.name: s.drafter.eagle31_read_since for s in engine_specs.ALL if s.drafter.eagle31_read_since}
 
 
-def reading(release: Release) -> description.DrafterReading:
+def reading(release: Release) -> base.DrafterReading:
     """How the release's engine reads a drafter: every rule below asks it, never the engine's name."""
     return release.spec.drafter
 
@@ -203,31 +201,14 @@ def after_apply(release: Release) -> Release:
 
 
 def runners(release: Release) -> tuple[str, ...]:
-    """The model runners of the release ("" for an engine with one)."""
-    return vllm_runners(release) if reading(release).model_runners else ("",)
+    """The model runners the release ships ("" for an engine with one): the engine's rule."""
+    return reading(release).runners(release)
 
 
-def vllm_runners(release: Release) -> tuple[str, ...]:
-    """The runners the release ships, read from its files when it is installed (launch_facts)."""
-    if release.version is None:
-        return (V1,)
-    return launch_facts.vllm_runners(release.version, release.site)
-
-
-def vllm_default_runner(release: Release, target_arch: str | None) -> str:
-    """The runner a launch without VLLM_USE_V2_MODEL_RUNNER uses for this target: the rule is
-    patcher/release/launch_facts.py's (doctor also reads the environment); this is its env-less half.
-    "unknown" when the release picks by architecture and the target's is not known."""
-    if release.version is None:
-        return V1
-    var = launch_facts.env_vars(release.spec, release.site).get(launch_facts.V2_RUNNER_ENV)
-    if var is None:  # no install to read: what the releases declare (unset reads as "0" before 0.22.0)
-        var = launch_facts.EnvVar(launch_facts.V2_RUNNER_ENV, True,
-                                  "0" if release.version < launch_facts.V2_ENV_TRISTATE_SINCE else None)
-    runner = launch_facts.vllm_runner(release.version, {}, var, (target_arch,) if target_arch else None,
-                                      runners=vllm_runners(release),
-                                      default_v2=launch_facts.default_v2_architectures(release.site))
-    return {"v2": V2, "v1": V1}.get(runner.name, UNKNOWN_RUNNER)
+def default_runner(release: Release, target_arch: str | None) -> str:
+    """The runner a launch uses by default for this target (UNKNOWN_RUNNER: the release picks by
+    architecture and the target's is not known): the engine's rule."""
+    return reading(release).default_runner(release, target_arch)
 
 
 UNKNOWN_RUNNER = "unknown"
@@ -461,18 +442,3 @@ def legacy_rope_fields(trained: dict) -> dict:
     scaling = {k: v for k, v in trained.items() if k != "rope_theta"}
     return {"rope_theta": trained["rope_theta"],
             "rope_scaling": None if scaling.get("rope_type") == "default" else scaling}
-
-
-# --- SGLang's --speculative-algorithm EAGLE with an EAGLE-3 drafter (the field reports' command) ----------
-# Read from every covered release (tests/test_drafter_release.py proves each on the wheels): the aux
-# capture is set up only when spec_algorithm.is_eagle3() (model_executor); the worker takes the hot-token
-# map only from --speculative-token-map (load_token_map) and shares the target's embed and head with the
-# draft model (set_embed_and_head(embed, head)); the drafter's width check applies fc only when the
-# hidden state is wider than the embeddings, and one layer of target features is not.
-SGLANG_EAGLE_ALGORITHM = {
-    "aux.capture": "the target captures no aux hidden states: {release} sets the capture up only for EAGLE3",
-    "fc.shape": "fc is never applied: the drafter's width check sees one layer of target features, not three",
-    "vocab.d2t": "d2t loads and is never read: with EAGLE the hot-token map comes only from --speculative-token-map",
-    "vocab.lm_head": "the trained lm_head is replaced by the target's, the logits still cut to the draft "
-                     "vocabulary size",
-}

@@ -14,10 +14,10 @@ from pathlib import Path
 from patcher.drafter.checkpoint import Checkpoint, read_checkpoint, read_config
 from patcher.drafter.checks import check_drafter
 from patcher.drafter.configs import parse_drafter_config, parse_target_config
-from patcher.drafter.findings import HINT, PROBLEM, Finding
 from patcher.drafter.fix_copy import FixResult, Progress, refuse_bad_out, write_fix
 from patcher.drafter.fix_plan import FixPlan, plan_fix
 from patcher.errors import DrafterInputError
+from patcher.findings import HINT, PROBLEM, Finding
 from patcher.release.release import Release
 
 

@@ -15,8 +15,7 @@ from patcher import engine_specs
 from patcher.core.plan import State
 from patcher.drafter import facts
 from patcher.drafter.configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
-from patcher.drafter.findings import Finding, hint, ok, problem, unknown
-from patcher.release import launch_facts
+from patcher.findings import Finding, hint, ok, problem, unknown
 from patcher.release.release import Release
 
 # Families that do not change how a drafter runs: reported as hints, never as problems.
@@ -112,8 +111,9 @@ def check_drafter_class(d: DrafterConfig, release: Release | None) -> list[Findi
     if all(facts.registers(release, a) is None for a in d.architectures):
         return [_registry_finding("config.format", "the drafter's", d.architectures[0], release)]
     known = [a for a in d.architectures if facts.registers(release, a)]
-    if known and mla and facts.reading(release).mla_by_model_type:
-        return [_vllm_mla_model_type(d, release, archs)]
+    by_model_type = facts.reading(release).mla_model_type
+    if known and mla and by_model_type is not None:
+        return [by_model_type(d, release, archs)]
     if known:
         return [ok("config.format", f"architectures {archs}, registered by {release.label()}")]
     arch = mla or (d.architectures[0] if d.architectures else "LlamaForCausalLMEagle3")
@@ -129,38 +129,6 @@ def check_drafter_class(d: DrafterConfig, release: Release | None) -> list[Findi
     return [problem("config.format", f"{release.label()} has no model class for architectures {archs}: "
                     "the server stops at load", wanted=f"an architecture {release.label()} registers",
                     found=archs, hint=todo)]
-
-
-def _vllm_mla_model_type(d: DrafterConfig, release: Release, archs: str) -> Finding:
-    """Issue 32, case 5: vLLM builds the MLA drafter class by its architecture, but runs it as MLA
-    only for the model types its EAGLE branch of is_deepseek_mla names (launch_facts.eagle_mla_model_types,
-    read from the install's files; the wheel-proven list where there is no install)."""
-    types = (launch_facts.eagle_mla_model_types(release.site) if release.site is not None
-             else launch_facts.EAGLE_MLA_MODEL_TYPES)
-    where = f"{release.label()}'s is_deepseek_mla ({launch_facts.ARCH_CONVERTOR_FILE})"
-    if types is None:
-        return unknown("config.format", f"architectures {archs}: whether {release.label()} runs this drafter as MLA "
-                       f"could not be read ({launch_facts.ARCH_CONVERTOR_FILE} has no EAGLE branch we know)",
-                       hint='"model_type": "deepseek_v3" is what every release 0.18.0-0.34.0 runs as MLA')
-    if d.model_type in types:
-        return ok("config.format", f"architectures {archs} with model_type {d.model_type}: registered by "
-                  f"{release.label()}, and run as MLA ({where} names {d.model_type})")
-    listed = ", ".join(sorted(types))
-    if d.model_type == "kimi_k25":
-        return problem("config.format", f"architectures {archs} with model_type kimi_k25: {release.label()} reads "
-                       "it as Kimi-K2.5's multimodal config, which its EAGLE config wrapper cannot take: start-up "
-                       "stops building the draft config (tried on vLLM 0.18.1, 0.22.1, 0.26.0, 0.33.0, 0.34.0)",
-                       wanted=f"model_type one of {listed}", found="kimi_k25",
-                       hint='set "model_type": "deepseek_v3" in config.json, with the DeepSeek-V3 text fields')
-    if d.model_type == "kimi_k2":
-        todo = ('set "model_type": "deepseek_v3" in config.json: vLLM reads kimi_k2 into the same DeepseekV3Config '
-                "(transformers_utils/config.py), so nothing else changes")
-    else:
-        todo = 'set "model_type": "deepseek_v3" in config.json, with DeepSeek-V3 fields'
-    return problem("config.format", f"architectures {archs} with model_type {d.model_type}: {release.label()} builds "
-                   f"the MLA drafter class but does not run it as MLA ({where} names only {listed} for an EAGLE "
-                   "drafter): the draft's KV cache and attention backend are chosen for standard attention",
-                   wanted=f"model_type one of {listed}", found=str(d.model_type), hint=todo)
 
 
 def _ids_text(ids: list[int] | None, n: int | None) -> str:
@@ -229,7 +197,7 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
         want = layer_ids  # the only ids the drafter states: what it was trained on, as far as it says
     applied = facts.after_apply(release)
     if facts.reading(release).model_runners:  # a release with several runners: the default first
-        default = facts.vllm_default_runner(release, arch)
+        default = facts.default_runner(release, arch)
         runners = sorted(facts.runners(release), key=lambda r: r != default)
     else:
         default, runners = "", [""]

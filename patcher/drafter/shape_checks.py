@@ -8,9 +8,9 @@ from __future__ import annotations
 from patcher.drafter import facts
 from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import DrafterConfig, TargetConfig
-from patcher.drafter.findings import Finding, hint, ok, problem
 from patcher.drafter.key_names import decoder_key, strip_model
 from patcher.drafter.release_checks import MLA_DRAFTERS
+from patcher.findings import Finding, hint, ok, problem
 from patcher.release.release import Release
 
 _TORCH_DTYPES = {"bfloat16": "BF16", "float16": "F16", "half": "F16", "float32": "F32", "float": "F32"}

@@ -1,5 +1,5 @@
 """The part every engine's parser child shares; ``release_parser`` sends it first, then the
-engine's own script (``<engine>_parser_child.py``), as one program to the engine's interpreter.
+engine's own script (``<engine>/parser_child.py``), as one program to the engine's interpreter.
 
 The engine's script defines ``load()`` (import what its parser needs; any exception: the parser
 cannot run here), ``parse(line, dests, loaded)`` (the values of the options doctor reads, or

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from patcher.environment.paths import HASH_SHAPE, plain_rel
+
 
 def direct_url(dist_info: Path) -> dict:
     """PEP 610's ``direct_url.json`` of a distribution, or {} (absent or not its shape: input)."""
@@ -68,8 +70,6 @@ def record(engine: str, version: Version, pkg_dir: Path, published: Path | None)
     the hash the release published where the patch set ships it (``patches/<engine>/published.json``,
     the files our variants write), else none: such a file is never pristine, so nothing of ours
     is written over it."""
-    from patcher.environment.engines import HASH_SHAPE, plain_rel  # engines imports this module
-
     table: dict = {}
     if published is not None:
         try:

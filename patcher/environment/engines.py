@@ -11,7 +11,6 @@ import csv
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -22,9 +21,9 @@ from packaging.version import InvalidVersion, Version
 
 from patcher import engine_specs
 from patcher.environment import _introspect, checkout, interpreter
+from patcher.environment.paths import plain_rel
 from patcher.errors import EngineError, NotInstalled
 
-HASH_SHAPE = re.compile(r"sha256=[A-Za-z0-9_-]{43}")
 RECORD_TRUTH = "the wheel's RECORD"
 # uv's --link-mode=symlink leaves every installed file a symlink into its cache (a write would
 # edit the cache, and every venv sharing it); copies are what pip and uv's default make.
@@ -93,13 +92,6 @@ class Install:
         return self.record.get(rel) == sha256_record(data)
 
 
-def plain_rel(rel: str) -> bool:
-    """A relative POSIX path with no empty, ``.`` or ``..`` part and no NUL: it cannot climb out."""
-    parts = rel.split("/")
-    return bool(rel) and "\0" not in rel and not rel.startswith("/") \
-        and all(part not in ("", ".", "..") for part in parts)
-
-
 def _inside(path: Path, root: Path) -> bool:
     try:
         path.relative_to(root)
@@ -129,15 +121,8 @@ def _unrecorded(copy: dict) -> bool:
     return checkout.editable(dist_info) or not (dist_info / "RECORD").is_file()
 
 
-def names(engine: str) -> tuple[str, str]:
-    """(distribution, import package) of ``engine``, as its module states them; an engine patcher
-    has no module for (the tests' toy engines) is both under its own name."""
-    spec = engine_specs.BY_NAME.get(engine)
-    return (spec.distribution, spec.package) if spec else (engine, engine)
-
-
 def _describe(engine: str, python: str | None, site: Path | None, wanted: list[str]) -> dict:
-    distribution, package = names(engine)
+    distribution, package = engine_specs.names(engine)
     if site is not None:
         if not site.is_dir():
             raise EngineError(f"{site} is not a directory", wanted="the site-packages directory holding the engine",
@@ -212,7 +197,7 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
         record, truth = _record(dist_info), RECORD_TRUTH
     return Install(engine, version, pkg_dir.parent, dist_info, record, interp,
                    info.get("python"), info.get("cache_tag"), info.get("pycache_prefix"),
-                   dict(info.get("others", {})), shadowed, truth, names(engine)[1])
+                   dict(info.get("others", {})), shadowed, truth, engine_specs.names(engine)[1])
 
 
 def locate(engine: str, *, python: str | None = None, site: Path | None = None,

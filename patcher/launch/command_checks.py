@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patcher.drafter.configs import TargetConfig
-from patcher.drafter.findings import Finding, hint, ok, problem, unknown
+from patcher.findings import Finding, hint, ok, problem, unknown
 from patcher.release import launch_facts, release_parser
 from patcher.release.launch_command import LaunchCommand, method_given
 from patcher.release.release import Release

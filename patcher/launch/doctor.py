@@ -3,9 +3,10 @@
 Built on the other commands, never beside them: the engine state is ``actions.verify``'s report
 (probes only when asked), the drafter is judged by the drafter check's own entry point
 (``drafter.checks.check_drafter``) with the command's flags, and what only the whole command
-shows (the environment variables the release reads, the model runner vLLM will use, the TP size
-with SGLang's allreduce fusion and EAGLE-3, SGLang's two-batch overlap with EAGLE-3, paths that do
-not exist, another engine than the one installed) comes from ``launch_checks`` on ``launch_facts``.
+shows comes from three places: the shared checks (the environment variables the release reads,
+paths that do not exist, another engine than the one installed: ``launch_checks``,
+``command_checks``), and the engine module's own (``Launch.checks``, each handed a
+``LaunchContext``: vLLM's model runner, SGLang's allreduce fusion and two-batch overlap).
 Returns a report; never prints.
 """
 
@@ -20,9 +21,10 @@ from patcher.core.plan import State
 from patcher.drafter.checkpoint import read_checkpoint, read_config
 from patcher.drafter.checks import check_drafter
 from patcher.drafter.configs import TargetConfig, parse_drafter_config, parse_target_config
-from patcher.drafter.findings import PROBLEM, UNKNOWN, Finding, ok, problem
+from patcher.engine_specs.base import EnvVar, LaunchContext
 from patcher.environment import engines
 from patcher.errors import NotInstalled, PatcherError
+from patcher.findings import PROBLEM, UNKNOWN, Finding, ok, problem
 from patcher.installer import actions
 from patcher.launch import command_checks, launch_checks
 from patcher.release import launch_facts, release_parser
@@ -40,7 +42,7 @@ class DoctorReport:
     command: LaunchCommand
     verify: actions.Report
     release: Release
-    env: dict[str, launch_facts.EnvVar]
+    env: dict[str, EnvVar]
     environ: dict[str, str]  # the values the server starts with, for the variables in env
     launch: list[Finding] = field(default_factory=list)  # what only the whole command shows
     drafter: list[Finding] = field(default_factory=list)  # the drafter check's findings
@@ -119,7 +121,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     launch.insert(0, ok("launch.engine", f"the command starts {cmd.engine}; {release.label()} is installed at "
                                          f"{install.site}{by}"))
     env = effective_env(cmd, environ)
-    variables = launch_facts.env_vars(cmd.spec, install.site)
+    variables = launch_checks.variables(cmd.spec, install.site)
     cmd, reading = release_parser.read(cmd, install)
     launch.append(command_checks.reading_finding(reading, release))
     if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs
@@ -135,8 +137,9 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
         launch.append(problem("launch.tp", f"the tensor-parallel size {cmd.tp_text!r} is not a whole number: "
                               "the server stops at argument parsing", wanted="e.g. --tp 8", found=cmd.tp_text))
     launch += method.findings
-    for check in cmd.spec.launch.checks:
-        launch += ENGINE_CHECKS[check](release, cmd, target, env, variables)
+    context = LaunchContext(release, cmd, target, env, variables)
+    for check in cmd.spec.launch.checks:  # what the engine's server does with the whole command
+        launch += check(context)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                        launch, target_config=target, probes=probes)
     doc.drafter = _drafter_findings(cmd, release, target) if method.kind == command_checks.EAGLE else []
@@ -155,19 +158,6 @@ def _entry_findings(cmd: LaunchCommand, install: engines.Install, release: Relea
                     f"'{serve[0]}' command): the command does not start",
                     wanted=f"python -m {spec.launch.modules[0]} ..." if spec.launch.modules else cmd.entry,
                     found=cmd.entry)]
-
-
-# The launch checks one engine's module lists (``Launch.checks``), by name: what its server does
-# with the whole command that the other's does not (vLLM picks a model runner; SGLang fuses the
-# allreduce and overlaps two batches).
-ENGINE_CHECKS = {
-    "model-runner": lambda release, cmd, target, env, variables:
-        launch_checks.runner_findings(release, env, variables, target, cmd),
-    "fused-allreduce": lambda release, cmd, target, env, variables:
-        launch_checks.fusion_findings(release, cmd, target),
-    "two-batch-overlap": lambda release, cmd, target, env, variables:
-        launch_checks.two_batch_overlap_findings(release, cmd, target),
-}
 
 
 class EngineMismatch(PatcherError):

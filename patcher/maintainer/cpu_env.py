@@ -45,7 +45,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from patcher import engine_specs
-from patcher.engine_specs.description import CpuImport
+from patcher.engine_specs.base import CpuImport
 from patcher.probes import probes
 
 CACHE = Path(os.environ.get("KIMI_PATCHER_CACHE", Path.home() / ".cache" / "kimi-patcher"))

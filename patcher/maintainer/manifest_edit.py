@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from patcher.core.manifest import contains
+from patcher.engine_specs.base import contains
 from patcher.errors import ManifestError
 
 if sys.version_info >= (3, 11):

@@ -3,5 +3,5 @@ engine release: name, version, site, every family's state), ``launch_facts`` (ru
 environment variables it declares, its defaults), ``launch_command`` (a server command read as the
 engine's own parser reads it).
 
-May import: errors, engine_specs, environment, core.
+May import: errors, findings, engine_specs, environment, core.
 """

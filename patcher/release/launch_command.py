@@ -4,7 +4,7 @@
 which engine it starts (``vllm serve T``, ``python -m vllm.entrypoints.openai.api_server``,
 ``python -m sglang.launch_server``), the target and drafter it names, the tensor-parallel
 size, and the ``NAME=value`` assignments in front of it (they override the environment).
-It never guesses: a command that is not a vLLM or SGLang launch is a usage error.
+It never guesses: a command that is not a known engine's launch is a usage error.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from patcher import engine_specs
-from patcher.engine_specs.description import EngineSpec
+from patcher.engine_specs.base import EngineSpec
 from patcher.errors import LaunchUsageError
 
 # How each engine starts and spells the options doctor reads: engine_specs.<engine>.SPEC.launch.
@@ -50,6 +50,11 @@ class LaunchCommand:
     def flags(self) -> str:
         """The engine's arguments as one shell line (what ``drafter check --flags`` takes)."""
         return shlex.join(self.argv)
+
+    @property
+    def method(self) -> str | None:
+        """The speculative method, upper-case (``speculative_method``)."""
+        return speculative_method(self)
 
     def has(self, option: str) -> bool:
         """Whether a store-true option is given (``--name`` or ``--name=...``)."""
@@ -102,17 +107,28 @@ def parse(command: list[str]) -> LaunchCommand:
     while words and _ASSIGNMENT.match(words[0]):
         name, value = words.pop(0).split("=", 1)
         env[name] = value
-    wanted = ("vllm serve MODEL ..., python -m vllm.entrypoints.openai.api_server --model MODEL ..., "
-              "python -m sglang.launch_server --model-path MODEL ..., or sglang serve --model-path MODEL ...")
+    wanted = _launch_forms()
     if not words:
         raise LaunchUsageError("doctor needs the server command after '--'", wanted=f"patcher doctor -- {wanted}",
                                found=shlex.join(command) or "nothing after '--'")
     engine, argv, positional, entry = _engine_of(words)
     if engine is None:
-        raise LaunchUsageError("the command after '--' is not a vLLM or SGLang server launch", wanted=wanted,
+        titles = [s.title for s in engine_specs.ALL]
+        raise LaunchUsageError(f"the command after '--' is not a {' or '.join(titles)} server launch", wanted=wanted,
                                found=shlex.join(words)[:120],
                                hint="pass the exact line that starts the server, after '--'")
     return _build(engine, entry, argv, positional, command, env, _interpreter(words[0]))
+
+
+def _launch_forms() -> str:
+    """Every way a known engine's server starts, as a line: "vllm serve MODEL ..., ..., or python -m ..."."""
+    forms = []
+    for spec in engine_specs.ALL:
+        launch = spec.launch
+        model = "MODEL" if launch.serve_takes_model else f"{launch.spellings['model'][0]} MODEL"
+        forms += [f"{' '.join(words)} {model} ..." for words in launch.serve_commands]
+        forms += [f"python -m {module} {launch.spellings['model'][0]} MODEL ..." for module in launch.modules[:1]]
+    return ", ".join(forms[:-1]) + f", or {forms[-1]}" if len(forms) > 1 else forms[0]
 
 
 def with_argv(cmd: LaunchCommand, argv: list[str]) -> LaunchCommand:

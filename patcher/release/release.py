@@ -20,7 +20,7 @@ from patcher import engine_specs
 from patcher.core import manifest
 from patcher.core.manifest import Family, Refused
 from patcher.core.plan import OK_STATES, State, Status, declared
-from patcher.engine_specs.description import EngineSpec
+from patcher.engine_specs.base import EngineSpec
 from patcher.environment.engines import Install
 
 

@@ -4,7 +4,7 @@
 (``--speculative-algo``), vLLM's ``-sc``, ``--spec-*``, dotted and underscore forms, ``--config``
 files on both engines, JSON values, choices. Any approximation of two engines' parsers drifts
 (issue 46: 23 false "go" in 51 launch shapes), so the release's parser itself runs, as the
-probes do: the script ``engine_specs/<engine>_parser_child.py`` is sent to the interpreter that
+probes do: the script ``engine_specs/<engine>/parser_child.py`` is sent to the interpreter that
 has the engine (``--python``, the command's own, or ours with ``--site`` on the path), builds
 the parser the way the server's entry point does and reports the values of the options doctor
 reads, or the parser's own error. The answer is cached per release files, command line,

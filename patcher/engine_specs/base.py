@@ -1,16 +1,29 @@
-"""What one engine's description holds (``patcher.engine_specs``): frozen data, and the few
-rules that differ between engines as functions of what a release answers (``Ask``).
+"""The base of every engine module (``patcher.engine_specs``), as pre-commit's ``lang_base`` is
+of its languages: the contract (``EngineSpec``, ``Launch``, ``DrafterReading``) with a plain
+engine's defaults, the vocabulary the engines' rules share, and the helpers they read a release's
+files with (its syntax tree, never an import).
 
-An engine module never imports the rest of patcher: what it needs to know of a release (its
-version, whether it has a behaviour, whether a patch family holds on it) it asks through ``Ask``,
-which ``patcher.release.release.Release`` answers.
+An engine module imports only this, ``patcher.errors`` and ``patcher.findings``: what it needs to
+know of a release (its version, its files, whether it has a behaviour, the state of a patch
+family) it asks through ``Ask``, which ``patcher.release.release.Release`` answers; what doctor
+hands a launch check is a ``LaunchContext``.
+
+Over 300 lines: the contract's three dataclasses are read together (a field's meaning beside its
+default), and the helpers beside them are the few every engine's rules share.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from patcher.findings import Finding, problem
 
 # Behaviours a release has from some version on (``DrafterReading.since`` gives the first).
 SPECULATORS_CONFIG = "reads speculators configs"  # vLLM: transformers_utils/configs/speculators/
@@ -38,13 +51,41 @@ LOUD_FC_FAMILY = "eagle3-loud-fc-skip"  # sglang: an fc handed fewer features th
 # The targets whose model carries the DeepSeek MLA decoder (and its aux capture, or not).
 K25_TARGET = "KimiK25ForConditionalGeneration"
 MLA_TARGETS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", K25_TARGET)
+KIMI_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", K25_TARGET})
+# The targets whose EAGLE-3 capture is DeepseekV2ForCausalLM's (the K2.5 wrapper delegates to it).
+DEEPSEEK_V2_MODEL_ARCHITECTURES = KIMI_ARCHITECTURES | {"DeepseekV2ForCausalLM", "DeepseekV32ForCausalLM"}
+
+
+# A family's state as ``Ask.state`` returns it (patcher.core.plan.State, a str enum of these words;
+# tests/test_engine_modules.py holds them equal).
+APPLIED, UPSTREAM, PENDING, LOST, REFUSED, UNKNOWN_STATE = "applied", "upstream", "pending", "lost", "refused", \
+    "unknown release"
+SPECULATORS = "speculators"  # a drafter config in speculators' format (patcher.drafter.configs)
+
+
+def contains(spec: SpecifierSet, version: Version) -> bool:
+    # prereleases=True: nightlies (0.15.2.dev5+g...) and local builds must match their range.
+    return spec.contains(version, prereleases=True)
 
 
 class Ask(Protocol):
-    """What an engine module's rules ask of one release."""
+    """What an engine module's rules ask of one release (read-only: ``Release`` is frozen)."""
 
-    name: str
-    version: Any  # packaging.version.Version, or None: no release known
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> Any: ...  # packaging.version.Version, or None: no release known
+
+    @property
+    def site(self) -> Path | None: ...  # the install's site-packages, where its files are read; None: none
+
+    @property
+    def spec(self) -> EngineSpec: ...  # the engine's own description
+
+    def label(self) -> str: ...  # "vllm 0.22.1", as messages name the release
+
+    def family(self, family: str) -> Any: ...  # the family's status (.state, .ok, .family.id) or None
 
     def since(self, behaviour: str) -> bool | None: ...  # None: no release known
 
@@ -53,6 +94,51 @@ class Ask(Protocol):
     def state(self, family: str) -> Any: ...  # the family's state (patcher.core.plan.State) or None
 
     def applied(self, family: str) -> bool: ...  # our variant of the family is in place
+
+    def apply_command(self) -> str: ...  # the 'patcher apply' line for this install
+
+
+@dataclass(frozen=True)
+class LaunchContext:
+    """What doctor hands an engine's launch check (``Launch.checks``): the release, the parsed
+    command (patcher.release.launch_command.LaunchCommand: .drafter, .tp, .pp, .env, .has(flag),
+    .values(flag), .method), the target's config (.architectures) or None, the environment the server
+    starts with, and the variables the release reads (``EnvVar``, from ``EngineSpec.variables``)."""
+
+    release: Ask
+    cmd: Any
+    target: Any
+    env: dict[str, str]
+    variables: dict[str, EnvVar]
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    read: bool  # whether this release reads it at all
+    default: str | None  # as its declaration writes it (os.getenv's second argument, EnvBool's first)
+    only: str | None = None  # start-up refuses every other value (VLLM_USE_V2_MODEL_RUNNER on 0.34.0: "1")
+
+
+@dataclass(frozen=True)
+class EnvParsed:
+    """A value of a variable, as the release's own declaration parses it."""
+
+    how: str  # how the release parses the variable, in words
+    wanted: str  # the values it takes
+    raises: str = ""  # the exception the release raises on this value (the server stops)
+    ignored: str = ""  # the warning with which it falls back to its default
+
+
+@dataclass(frozen=True)
+class EnvRules:
+    """The environment variables doctor reads for an engine, and how the engine's releases declare
+    them, read from the install's files (never imported)."""
+
+    names: tuple[str, ...]  # the variables doctor reads (the engine module says what each does)
+    read: Callable[[Path], dict[str, EnvVar]]  # (site) -> each of ``names``, as the install declares it
+    # (site, name, env) -> the release's own parsing of env[name]; None: not runnable here
+    parse: Callable[[Path, str, dict[str, str]], EnvParsed | None]
 
 
 @dataclass(frozen=True)
@@ -80,20 +166,21 @@ class DrafterReading:
 
     since: dict[str, str]  # behaviour -> the first release that has it
     model_runners: tuple[str, ...]  # the runners a release may ship (read from its files); () : one
+    runners: Callable[..., tuple[str, ...]]  # (ask) -> the runners this release ships; ("",): one
+    # (ask, target_arch) -> the runner a launch without the engine's runner switch uses; "unknown"
+    # where the release picks by the target's architecture and that is not known
+    default_runner: Callable[..., str]
     loader_strict: bool  # unknown tensors stop the load as published (vLLM indexes its parameters)
     adds_model_prefix: bool  # the loader prefixes each drafter tensor name with "model."
     # the config keys holding the aux layer ids that it reads, the one that wins first
     # ("top-level", "eagle_config"); ``ids_taken`` is the whole rule
     ids_keys: tuple[str, ...]
-    # an MLA drafter runs as MLA only for the model types the release's is_deepseek_mla lists
-    # (read from its files: patcher.drafter.release_checks)
-    mla_by_model_type: bool
-    # what a launch asking for EAGLE (not EAGLE-3) does with an EAGLE-3 drafter (issue 32):
-    # "runs-without-features" or "stops-at-start-up" (patcher.drafter.checks.EAGLE_RUNS)
-    eagle_with_eagle3_drafter: str
-    # the family that makes the drafter raise, at the first prefill, where its fc is handed one layer
-    # of target features instead of the aux layers it fuses (EAGLE instead of EAGLE3); None: none
-    fc_guard: str | None
+    # (drafter, ask, archs) -> the config.format finding for a registered MLA drafter, where the
+    # release runs it as MLA only for some model types (vLLM's is_deepseek_mla); None: by architecture
+    mla_model_type: Callable[..., Finding] | None
+    # (findings, ask, drafter) -> the drafter check's findings rewritten for a launch asking for EAGLE
+    # (not EAGLE-3) with an EAGLE-3 drafter (issue 32): what that command does instead
+    eagle_with_eagle3_drafter: Callable[..., list[Finding]]
     multi_layer_since: str  # the behaviour from which the Llama drafter builds more than one layer
     # (family, targets): the family that makes these target classes capture aux states
     capture_family: tuple[str, tuple[str, ...]]
@@ -156,7 +243,13 @@ class Launch:
     cli_module: str | None = None  # ``python -m <cli_module> serve`` is the first serve command
     serve_takes_model: bool = False  # ``<serve command> MODEL``: a positional model tag
     dashes_or_underscores: bool = False  # the parser takes ``--a_b`` for ``--a-b`` (vLLM's FlexibleArgumentParser)
-    checks: tuple[str, ...] = ()  # doctor's engine-specific launch checks (patcher.launch.doctor.ENGINE_CHECKS)
+    # doctor's engine-specific launch checks: (LaunchContext) -> findings (vLLM's model runner,
+    # SGLang's allreduce fusion and two-batch overlap)
+    checks: tuple[Callable[[LaunchContext], list[Finding]], ...] = ()
+    # (values, drafter folder, speculators config) -> the drafter check's judgement of the launch
+    # flags (--flags), where ``values[option]`` lists the values the line gives an option, read with
+    # its owner's spellings, for every option any engine spells; None: no reader of its flags
+    flag_check: Callable[..., list[Finding]] | None = None
     # The release's own parser, run in the engine's interpreter (patcher.release.release_parser):
     # the script beside this module that builds it as the server's entry point does. None: doctor
     # reads the exact spellings only, and every other option token makes its verdict "cannot tell".
@@ -201,9 +294,78 @@ class EngineSpec:
     # third-party modules most probed modules import: the probe zygote imports them once before it
     # forks (patcher/probes/probe_child.py says how they were measured)
     probe_preload: tuple[str, ...] = ()
-    # where a release declares the environment variables it reads, relative to site-packages, and
-    # how: "getenv" (os.getenv("NAME", default) calls) or "environ" (SGLang's EnvField class)
-    env_declarations: tuple[str, str] | None = None
-    env_vars: tuple[str, ...] = ()  # the variables doctor reads (patcher.release.launch_facts says what each does)
+    env: EnvRules | None = None  # the environment variables doctor reads; None: none
     # the first release whose model registry resolves each architecture the drafter check names
     registered_since: dict[str, str] = field(default_factory=dict)
+
+
+# --- what a plain engine's rules are ---------------------------------------------------------------
+
+def one_runner(ask: Ask) -> tuple[str, ...]:
+    return ("",)
+
+
+def one_runner_default(ask: Ask, target_arch: str | None) -> str:
+    return ""
+
+
+# --- the drafter check's launch flags (Launch.flag_check) --------------------------------------------
+
+def same_path(a: str, b: Path) -> bool:
+    try:
+        return Path(a).expanduser().resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def other_draft_path(where: str, named: str, drafter: Path) -> Finding:
+    # Every other finding is about the folder checked; a launch that loads another drafter
+    # runs something this check never saw, so its verdict says nothing about that launch.
+    return problem("flags.draft_path", f"{where} names another drafter than the folder checked: the findings "
+                   "here are not about the drafter this launch loads",
+                   wanted=str(drafter), found=named,
+                   hint="check the folder the launch names, or point the launch at the folder checked")
+
+
+# --- reading a release's files: its syntax tree, never an import ------------------------------------
+
+def parse_file(path: Path) -> ast.Module | None:
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+
+
+def compares_to(test: ast.expr, value: str, op: type) -> bool:
+    """``<x> <op> "value"``."""
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], op)
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == value)
+
+
+def definitions(tree: ast.Module, env: dict[str, str]) -> dict | None:
+    """The module's functions and classes, with its standard-library imports and an ``os`` whose
+    environment is ``env``: enough to run an env declaration, never the module's own side effects
+    (an engine's envs.py / environ.py). None: they do not run here."""
+    import os as real_os
+    import sys
+    import types
+
+    fake_os = types.ModuleType("os")
+    fake_os.__dict__.update(real_os.__dict__)
+    vars(fake_os).update(environ=dict(env), getenv=lambda k, d=None: env.get(k, d))
+    body: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            roots = [a.name.split(".")[0] for a in node.names] if isinstance(node, ast.Import) else \
+                [(node.module or "").split(".")[0]]
+            if all(r in sys.stdlib_module_names and r != "os" for r in roots) and getattr(node, "level", 0) == 0:
+                body.append(node)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not (
+                isinstance(node, ast.ClassDef) and node.name == "Envs"):
+            body.append(node)
+    ns: dict = {"os": fake_os, "__name__": "kimi_patcher_envs"}
+    try:
+        exec(compile(ast.Module(body=body, type_ignores=[]), "<envs definitions>", "exec"), ns)
+    except Exception:
+        return None
+    return ns

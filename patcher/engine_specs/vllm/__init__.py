@@ -1,76 +1,34 @@
-"""vLLM, as every part of patcher reads it (see ``patcher.engine_specs``)."""
+"""vLLM, as every part of patcher reads it (see ``patcher.engine_specs``): ``SPEC`` here, its
+behaviour beside it: ``envs`` (the variables doctor reads, as envs.py declares them), ``runners``
+(which model runner a launch uses, and doctor's checks of it), ``drafter`` (how it reads an
+EAGLE-3 drafter and its launch flags), ``parser_child`` (its own parser, run in its interpreter)."""
 
 from __future__ import annotations
 
-from patcher.engine_specs.description import (
-    CONFIG_AUX_IDS_FAMILY,
+from patcher.engine_specs.base import (
     EAGLE31_FAMILY,
     MLA_CAPTURE_FAMILY,
     MLA_TARGETS,
     MULTI_LAYER_LLAMA,
-    SKIPS_INPUT_NORM,
-    SPECULATORS_CONFIG,
     V1,
-    V1_EAGLE_CONFIG_IDS,
     V2,
-    V2_AUX,
-    V2_EAGLE_LAYER_IDS,
-    V2_RUNNER,
-    Ask,
     CpuEnvLine,
     CpuImport,
     DrafterReading,
     EngineSpec,
-    IdsTaken,
     Launch,
-    NoCapture,
 )
-
-# The first release with each behaviour the drafter checks ask about.
-SINCE = {SPECULATORS_CONFIG: "0.10.1.1", MULTI_LAYER_LLAMA: "0.11.1", V2_RUNNER: "0.12.0", V2_AUX: "0.17.0",
-         V1_EAGLE_CONFIG_IDS: "0.22.0", V2_EAGLE_LAYER_IDS: "0.27.0", SKIPS_INPUT_NORM: "0.18.0"}
-
-
-def ids_taken(ask: Ask, runner: str, top: list[int] | None, in_eagle: list[int] | None,
-              layer_ids: list[int] | None) -> IdsTaken:
-    """Which key wins, in order: the top level (both runners, every release), then eagle_config's
-    eagle_aux_hidden_state_layer_ids (v1 from 0.22.0, or patched), then, on the v2 runner from
-    0.27.0 only, eagle_config's layer_ids."""
-    if top is not None:
-        return IdsTaken(top, "top-level")
-    if in_eagle is None:
-        if layer_ids is not None and runner == V2 and ask.since(V2_EAGLE_LAYER_IDS):
-            return IdsTaken(layer_ids, "eagle_config.layer_ids")
-        if layer_ids is not None:
-            where = ("the v1 runner never reads eagle_config.layer_ids" if runner == V1 else
-                     f"the v2 runner reads eagle_config.layer_ids only from {SINCE[V2_EAGLE_LAYER_IDS]}")
-            return IdsTaken(None, "default", where)
-        return IdsTaken(None, "default")
-    if ask.fixed(CONFIG_AUX_IDS_FAMILY):
-        return IdsTaken(in_eagle, "eagle_config")
-    if runner == V1 and ask.since(V1_EAGLE_CONFIG_IDS):
-        return IdsTaken(in_eagle, "eagle_config")
-    why = ("the v2 runner reads no ids from eagle_config" if runner == V2 else
-           f"the v1 runner reads eagle_config ids only from {SINCE[V1_EAGLE_CONFIG_IDS]}")
-    return IdsTaken(None, "default", why)
-
-
-def no_capture(ask: Ask, runner: str, target_arch: str | None) -> NoCapture | None:
-    if target_arch in MLA_TARGETS and ask.fixed(MLA_CAPTURE_FAMILY) is False:
-        return NoCapture(f"its DeepSeek/Kimi model has no EAGLE-3 aux capture "
-                         f"(vllm/{MLA_CAPTURE_FAMILY} is {ask.state(MLA_CAPTURE_FAMILY)})")
-    if runner == V2 and ask.since(V2_AUX) is False:
-        return NoCapture(f"the v2 runner has no EAGLE-3 aux path before {SINCE[V2_AUX]}")
-    return None
-
-
-def switch_weights(ask: Ask, switch: str, drafter_class: str, prefix: str) -> tuple[str, str]:
-    # The Llama drafter loader skips `input_norm.*` without a word when norm_before_fc is off
-    # (skip_substrs); every other tensor without a parameter stops its AutoWeightsLoader.
-    if switch == "norm_before_fc" and drafter_class == "llama" and ask.since(SKIPS_INPUT_NORM):
-        return "dropped", f"the loader skips {prefix}* without a message"
-    return "refused", f"the loader has no parameter for {prefix}* and stops"
-
+from patcher.engine_specs.vllm import envs, runners
+from patcher.engine_specs.vllm.drafter import (
+    EAGLE3_FLAGS,
+    SINCE,
+    eagle_run,
+    flag_check,
+    ids_taken,
+    mla_model_type,
+    no_capture,
+    switch_weights,
+)
 
 SPEC = EngineSpec(
     name="vllm",
@@ -122,11 +80,12 @@ SPEC = EngineSpec(
             "pp": ("--pipeline-parallel-size", "-pp"),
             "speculative_config": ("--speculative-config",),
         },
-        eagle3_flags="""--speculative-config '{"method": "eagle3", "model": "DRAFTER", "num_speculative_tokens": 3}'""",
-        checks=("model-runner",),
+        eagle3_flags=EAGLE3_FLAGS,
+        checks=(runners.runner_findings,),
+        flag_check=flag_check,
         method_option=("--speculative-config", "method", False),  # SpeculativeConfig.method: a Literal
         eagle_methods=("eagle", "eagle3"),
-        parser_child="vllm_parser_child.py",
+        parser_child="vllm/parser_child.py",
         # EngineArgs fields; speculative_config holds what --spec-method/--spec-model/--spec-tokens
         # merged into it (create_speculative_config), as the release merges them
         read={"model": "--model", "tensor_parallel_size": "--tensor-parallel-size",
@@ -139,8 +98,7 @@ SPEC = EngineSpec(
         mtp_model=("vllm/model_executor/models/deepseek_mtp.py", ("DeepseekV3ForCausalLM",)),
         mtp_arch_lists=(),
     ),
-    env_declarations=("vllm/envs.py", "getenv"),
-    env_vars=("VLLM_USE_V2_MODEL_RUNNER", "VLLM_ALLREDUCE_USE_FLASHINFER"),
+    env=envs.RULES,
     # vLLM renames a drafter's "X" to "Eagle3X" unless it starts with Eagle3
     # (transformers_utils/configs/eagle.py); from 0.10.1 "...Eagle3" endings are kept.
     registered_since={"Eagle3LlamaForCausalLM": "0.9.0", "LlamaForCausalLMEagle3": "0.10.1",
@@ -151,13 +109,14 @@ SPEC = EngineSpec(
         since=SINCE,
         # v1 (vllm/v1/worker/gpu_model_runner.py) and, from 0.12.0, v2 (vllm/v1/worker/gpu/)
         model_runners=(V1, V2),
+        runners=runners.shipped,
+        default_runner=runners.default_runner,
         loader_strict=True,  # load_weights indexes params_dict: a KeyError
         adds_model_prefix=True,  # a drafter's own "model." prefix is doubled, and nothing matches
         ids_keys=("top-level", "eagle_config"),
-        mla_by_model_type=True,
+        mla_model_type=mla_model_type,
         # it looks up EagleLlamaForCausalLMEagle3, which it does not register
-        eagle_with_eagle3_drafter="stops-at-start-up",
-        fc_guard=None,  # that launch never reaches a forward
+        eagle_with_eagle3_drafter=eagle_run,
         multi_layer_since=MULTI_LAYER_LLAMA,
         capture_family=(MLA_CAPTURE_FAMILY, MLA_TARGETS),
         aux_ids_as_published=(),  # ids as given, in eager and graph mode

@@ -1,54 +1,34 @@
-"""SGLang, as every part of patcher reads it (see ``patcher.engine_specs``)."""
+"""SGLang, as every part of patcher reads it (see ``patcher.engine_specs``): ``SPEC`` here, its
+behaviour beside it: ``environ`` (the variables doctor reads, as environ.py declares them),
+``fusion`` (the allreduce fusion and two-batch overlap with EAGLE-3, and doctor's checks of them),
+``drafter`` (how it reads an EAGLE-3 drafter and its launch flags), ``parser_child`` (its own
+parser, run in its interpreter)."""
 
 from __future__ import annotations
 
-from patcher.engine_specs.description import (
+from patcher.engine_specs.base import (
     AUX_IDS_FAMILY,
     K25_CAPTURE_FAMILY,
     K25_TARGET,
-    KEYS_FAMILY,
-    LOUD_FC_FAMILY,
     MAPS_LAYERS0,
     SGLANG_GUARDS_FAMILY,
-    Ask,
     CpuEnvLine,
     CpuImport,
     DrafterReading,
     EngineSpec,
-    IdsTaken,
     Launch,
-    NoCapture,
+    one_runner,
+    one_runner_default,
 )
-
-
-def ids_taken(ask: Ask, runner: str, top: list[int] | None, in_eagle: list[int] | None,
-              layer_ids: list[int] | None) -> IdsTaken:
-    """eagle_config's eagle_aux_hidden_state_layer_ids alone (ModelRunner.initialize); layer_ids
-    and the top-level key are never read."""
-    if in_eagle is not None:
-        return IdsTaken(in_eagle, "eagle_config")
-    why = ("SGLang reads ids only from eagle_config's eagle_aux_hidden_state_layer_ids"
-           if top is not None or layer_ids is not None else "")
-    return IdsTaken(None, "default", why)
-
-
-def no_capture(ask: Ask, runner: str, target_arch: str | None) -> NoCapture | None:
-    if target_arch == K25_TARGET and ask.fixed(K25_CAPTURE_FAMILY) is False:
-        # The model runner calls set_eagle3_layers_to_capture on the target for EAGLE3, unguarded, and
-        # the wrapper has none (tests/test_drafter_release.py reads both on the releases concerned).
-        return NoCapture(f"the Kimi-K2.5 wrapper has no set_eagle3_layers_to_capture, which the model "
-                         f"runner calls for EAGLE3 (sglang/{K25_CAPTURE_FAMILY} is {ask.state(K25_CAPTURE_FAMILY)})",
-                         stops="AttributeError")
-    return None
-
-
-def switch_weights(ask: Ask, switch: str, drafter_class: str, prefix: str) -> tuple[str, str]:
-    # load_weights has `if name in params_dict:` and no else in every release; our
-    # eagle3-drafter-keys variant adds the raise.
-    if ask.applied(KEYS_FAMILY):
-        return "refused", f"our {KEYS_FAMILY} raises on {prefix}* at load"
-    return "dropped", f"the loader skips {prefix}* without a message"
-
+from patcher.engine_specs.sglang import environ, fusion
+from patcher.engine_specs.sglang.drafter import (
+    EAGLE3_FLAGS,
+    eagle_run,
+    flag_check,
+    ids_taken,
+    no_capture,
+    switch_weights,
+)
 
 SPEC = EngineSpec(
     name="sglang",
@@ -100,11 +80,12 @@ SPEC = EngineSpec(
             "draft": ("--speculative-draft-model-path", "--speculative-draft-model"),
             "algorithm": ("--speculative-algorithm",),
         },
-        eagle3_flags="--speculative-algorithm EAGLE3",
-        checks=("fused-allreduce", "two-batch-overlap"),
+        eagle3_flags=EAGLE3_FLAGS,
+        checks=(fusion.fusion_findings, fusion.two_batch_overlap_findings),
+        flag_check=flag_check,
         method_option=("--speculative-algorithm", None, True),  # SpeculativeAlgorithm.from_string upper-cases
         eagle_methods=("EAGLE", "EAGLE3"),
-        parser_child="sglang_parser_child.py",
+        parser_child="sglang/parser_child.py",
         # ServerArgs fields, as prepare_server_args parses them
         read={"model_path": "--model-path", "tp_size": "--tp-size", "pp_size": "--pp-size",
               "speculative_algorithm": "--speculative-algorithm",
@@ -121,8 +102,7 @@ SPEC = EngineSpec(
         mtp_model=None,
         mtp_arch_lists=("sglang/srt/server_args.py", "sglang/srt/arg_groups"),  # arg_groups/ from 0.5.20
     ),
-    env_declarations=("sglang/srt/environ.py", "environ"),
-    env_vars=("SGLANG_ENABLE_SPEC_V2",),
+    env=environ.RULES,
     # SGLang resolves a class by its __name__ (EntryClass).
     registered_since={"LlamaForCausalLMEagle3": "0.5.1", "Eagle3DeepseekV2ForCausalLM": "0.5.12",
                       "DeepseekV2ForCausalLM": "0.5.1", "DeepseekV3ForCausalLM": "0.5.1",
@@ -130,13 +110,15 @@ SPEC = EngineSpec(
     drafter=DrafterReading(
         since={MAPS_LAYERS0: "0.5.12"},
         model_runners=(),
+        runners=one_runner,
+        default_runner=one_runner_default,
         loader_strict=False,  # skips a tensor it has no parameter for, unless our eagle3-drafter-keys is applied
         adds_model_prefix=False,
         ids_keys=("eagle_config",),
-        mla_by_model_type=False,
-        # no aux capture, fc never applied, d2t never read, the target's lm_head
-        eagle_with_eagle3_drafter="runs-without-features",
-        fc_guard=LOUD_FC_FAMILY,  # applied, that run stops at its first request instead
+        mla_model_type=None,  # an MLA drafter runs as MLA by its architecture
+        # no aux capture, fc never applied, d2t never read, the target's lm_head; with our
+        # eagle3-loud-fc-skip applied, it stops at its first request instead
+        eagle_with_eagle3_drafter=eagle_run,
         multi_layer_since=MAPS_LAYERS0,
         capture_family=(K25_CAPTURE_FAMILY, (K25_TARGET,)),
         # DeepSeek/Kimi capture as published, before our aux-ids family: whether building the CUDA

@@ -1,0 +1,238 @@
+"""Which vLLM model runner a launch uses, read from the release's files, and doctor's check of it
+(``launch.runner``, ``launch.pipeline_parallel``).
+
+vLLM has two model runners: v1 (``vllm/v1/worker/gpu_model_runner.py``) and, from 0.12.0, v2
+(``vllm/v1/worker/gpu/``, ``VLLM_USE_V2_MODEL_RUNNER=1``), whose EAGLE-3 aux path exists from 0.17.0.
+Which one a launch uses depends on the release (its files say which runners it ships, its envs.py
+how the switch defaults, its VllmConfig which targets pick v2), the environment and the target;
+tests/test_doctor.py and tests/test_drafter_release.py prove each rule on the published wheels.
+
+Over 300 lines: the runner rule is one decision read from four files of the release, and the two
+checks doctor runs on it sit beside it.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from patcher.engine_specs.base import (
+    DEEPSEEK_V2_MODEL_ARCHITECTURES,
+    KIMI_ARCHITECTURES,
+    V1,
+    V2,
+    Ask,
+    EnvVar,
+    LaunchContext,
+    contains,
+    parse_file,
+)
+from patcher.engine_specs.vllm.envs import V2_RUNNER_ENV, env_true, parse, read, v2_env_refused
+from patcher.findings import Finding, hint, ok, problem
+
+# The v2 GPU model runner (vllm/v1/worker/gpu/model_runner.py) hands the drafter
+# aux_hidden_states=None on 0.12.0-0.16.0: an EAGLE-3 drafter gets no aux layers at all.
+# 0.17.0 added set_eagle3_aux_hidden_state_layers and the aux outputs.
+V2_RUNNER_EAGLE3_SINCE = Version("0.17.0")
+
+# VLLM_USE_V2_MODEL_RUNNER unset: 0.12.0-0.21.0 read it as "0" (v1). From 0.22.0 it is tri-state and
+# VllmConfig.use_v2_model_runner decides: 0.22.0-0.28.0 pick v2 only for the architectures of
+# their DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (and dense models from 0.25.0), a list without
+# DeepSeek-V3 or Kimi; from 0.29.0 v2 for every model (on CUDA with Triton), unless the launch
+# uses a feature v2 lacks (e.g. EAGLE-3 with pipeline parallelism).
+V2_RUNNER_DEFAULT_SINCE = Version("0.29.0")
+V2_ENV_TRISTATE_SINCE = Version("0.22.0")  # only where no envs.py is at hand to read the default from
+# 0.29.0 lists "EAGLE3 with pipeline parallelism" among the features v2 lacks, so such a launch
+# stays on v1 there; 0.30.0 dropped the entry.
+V2_EAGLE3_PP_FALLBACK = SpecifierSet("==0.29.0")
+
+
+@dataclass(frozen=True)
+class Runner:
+    name: str  # "v1" or "v2"
+    why: str
+
+
+# Which runners a release ships is read from its files: 0.34.0 removed the v1 runner (and
+# VLLM_USE_V2_MODEL_RUNNER from envs.py). The versions below only stand in for a release whose
+# files are not at hand (drafter check --engine-version).
+V1_RUNNER_FILE = "vllm/v1/worker/gpu_model_runner.py"
+V2_RUNNER_FILE = "vllm/v1/worker/gpu/model_runner.py"
+V2_RUNNER_SINCE = Version("0.12.0")
+V1_RUNNER_REMOVED = Version("0.34.0")
+
+
+def vllm_runners(version: Version, site: Path | None) -> tuple[str, ...]:
+    """The model runners the release ships ("v1", "v2"): its runner files, else its version."""
+    if site is not None and (site / Path(V1_RUNNER_FILE).parts[0]).is_dir():  # the package is there
+        return tuple(name for name, rel in (("v1", V1_RUNNER_FILE), ("v2", V2_RUNNER_FILE)) if (site / rel).is_file())
+    return tuple(name for name, has in (("v1", version < V1_RUNNER_REMOVED), ("v2", version >= V2_RUNNER_SINCE))
+                 if has)
+
+
+
+
+VLLM_CONFIG_FILE = "vllm/config/vllm.py"
+_DEFAULT_V2_LIST = "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES"
+
+
+def default_v2_architectures(site: Path | None) -> frozenset[str] | None:
+    """The architectures for which the release's VllmConfig.use_v2_model_runner picks v2 when
+    VLLM_USE_V2_MODEL_RUNNER is unset (0.22.0-0.28.0: ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``,
+    read by ``_is_default_v2_model_runner_model``), read from its syntax tree; None where the
+    release has no such list in use (before 0.22.0, or v2 for every model from 0.29.0)."""
+    if site is None:
+        return None
+    tree = parse_file(site / VLLM_CONFIG_FILE)
+    if tree is None or not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                               and n.func.attr == "_is_default_v2_model_runner_model" for n in ast.walk(tree)):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == _DEFAULT_V2_LIST
+                                                for t in node.targets):
+            return frozenset(c.value for c in ast.walk(node.value)
+                             if isinstance(c, ast.Constant) and isinstance(c.value, str))
+    return None
+
+
+EAGLE3_UTILS_FILE = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+DEEPSEEK_MODEL_FILE = "vllm/model_executor/models/deepseek_v2.py"
+
+
+def v2_refuses_deepseek_eagle3_pp(site: Path | None) -> bool | None:
+    """Whether the release's v2 runner raises at load for EAGLE-3 with pipeline parallelism on a
+    DeepSeek/Kimi target (0.30.0+): set_eagle3_aux_hidden_state_layers calls
+    verify_supports_aux_hidden_states_over_pp, and the DeepSeek model never sets
+    ``supports_aux_hidden_states_over_pp = True``. None: no files to read."""
+    if site is None or not (site / EAGLE3_UTILS_FILE).is_file():
+        return None if site is None else False
+    utils = (site / EAGLE3_UTILS_FILE).read_text(encoding="utf-8", errors="replace")
+    if "verify_supports_aux_hidden_states_over_pp(" not in utils:
+        return False
+    model = site / DEEPSEEK_MODEL_FILE
+    return not (model.is_file() and "supports_aux_hidden_states_over_pp = True" in model.read_text(errors="replace"))
+
+
+
+def vllm_runner(version: Version, env: dict[str, str], env_var: EnvVar | None,
+                target_architectures: tuple[str, ...] | None, eagle3_pp: bool = False,
+                runners: tuple[str, ...] = ("v1", "v2"), refuses_v2_env: bool = False,
+                default_v2: frozenset[str] | None = None) -> Runner:
+    """The runner the launch uses; "unknown" when it hangs on a target doctor cannot place;
+    "refused" when the server does not start with this environment."""
+    if not runners:
+        return Runner("unknown", f"vllm {version} has neither {V1_RUNNER_FILE} nor {V2_RUNNER_FILE}: its runners "
+                                 "moved, and which one a launch uses is not known")
+    if "v1" not in runners:
+        value = env.get(V2_RUNNER_ENV)
+        if value is not None and value != "1" and refuses_v2_env:
+            return Runner("refused", f"{V2_RUNNER_ENV}={value}: vllm {version} refuses it at start-up (its v1 model "
+                                     "runner is removed) and the server does not start")
+        return Runner("v2", f"vllm {version} ships only the v2 model runner ({V1_RUNNER_FILE} is gone)")
+    if "v2" not in runners or env_var is None or not env_var.read:
+        return Runner("v1", f"vllm {version} ships only the v1 model runner ({V2_RUNNER_FILE} is absent)")
+    if V2_RUNNER_ENV in env:
+        value = env[V2_RUNNER_ENV]
+        return Runner("v2" if env_true(value) else "v1", f"{V2_RUNNER_ENV}={value}")
+    if env_var.default is not None:
+        return Runner("v1", f"{V2_RUNNER_ENV} is not set (default {env_var.default!r})")
+    if default_v2 is not None:  # the release's own list decides (a MoE target such as DeepSeek's)
+        if target_architectures is None:
+            return Runner("unknown", f"{V2_RUNNER_ENV} is not set: vllm {version} picks the runner by the target's "
+                                     "architecture, and doctor could not read the target's config")
+        listed = sorted(set(target_architectures) & default_v2)
+        if listed:
+            return Runner("v2", f"{V2_RUNNER_ENV} is not set and vllm {version} picks v2 by default for {listed[0]} "
+                                "(its DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES); VLLM_USE_V2_MODEL_RUNNER=0 keeps v1")
+        return Runner("v1", f"{V2_RUNNER_ENV} is not set and vllm {version} picks v2 by default only for the "
+                            f"architectures its DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES lists, not "
+                            f"{target_architectures[0]}")
+    if version >= V2_RUNNER_DEFAULT_SINCE and eagle3_pp and contains(V2_EAGLE3_PP_FALLBACK, version):
+        return Runner("v1", f"vllm {version} keeps v1 for EAGLE-3 with pipeline parallelism "
+                            "(a feature its v2 runner lacks)")
+    if version >= V2_RUNNER_DEFAULT_SINCE:
+        return Runner("v2", f"{V2_RUNNER_ENV} is not set and vllm {version} picks v2 for every model "
+                            f"(VllmConfig.use_v2_model_runner); {V2_RUNNER_ENV}=0 keeps v1")
+    if target_architectures is not None and KIMI_ARCHITECTURES & set(target_architectures):
+        return Runner("v1", f"{V2_RUNNER_ENV} is not set and vllm {version} picks v2 by default only for "
+                            "architectures other than DeepSeek-V3/Kimi")
+    return Runner("unknown", f"{V2_RUNNER_ENV} is not set: vllm {version} picks the runner by the target's "
+                             "architecture, and the target is not a DeepSeek-V3/Kimi config doctor could read")
+
+
+
+# --- the rules the drafter check asks (DrafterReading.runners, .default_runner) -----------------
+
+def shipped(ask: Ask) -> tuple[str, ...]:
+    """The runners the release ships, read from its files when it is installed."""
+    if ask.version is None:
+        return (V1,)
+    return vllm_runners(ask.version, ask.site)
+
+
+def default_runner(ask: Ask, target_arch: str | None) -> str:
+    """The runner a launch without VLLM_USE_V2_MODEL_RUNNER uses for this target: ``vllm_runner``'s
+    env-less half (doctor also reads the environment). "unknown" when the release picks by
+    architecture and the target's is not known."""
+    if ask.version is None:
+        return V1
+    var = read(ask.site).get(V2_RUNNER_ENV) if ask.site is not None else None
+    if var is None:  # no install to read: what the releases declare (unset reads as "0" before 0.22.0)
+        var = EnvVar(V2_RUNNER_ENV, True, "0" if ask.version < V2_ENV_TRISTATE_SINCE else None)
+    runner = vllm_runner(ask.version, {}, var, (target_arch,) if target_arch else None,
+                         runners=shipped(ask), default_v2=default_v2_architectures(ask.site))
+    return {"v2": V2, "v1": V1}.get(runner.name, "unknown")
+
+
+# --- doctor's launch checks (Launch.checks) -------------------------------------------------------
+
+def runner_findings(ctx: LaunchContext) -> list[Finding]:
+    release, cmd, env, target = ctx.release, ctx.cmd, ctx.env, ctx.target
+    assert release.version is not None
+    parsed = parse(release.site, V2_RUNNER_ENV, env) if V2_RUNNER_ENV in env and release.site else None
+    if parsed is not None and parsed.raises:
+        return []  # the server stops at start-up on the value (env.* says so): no runner runs
+    runner = vllm_runner(release.version, env, ctx.variables.get(V2_RUNNER_ENV),
+                         target.architectures if target is not None else None,
+                         eagle3_pp=cmd.drafter is not None and (cmd.pp or 1) > 1,
+                         runners=vllm_runners(release.version, release.site),
+                         refuses_v2_env=v2_env_refused(release.site),
+                         default_v2=default_v2_architectures(release.site))
+    if runner.name == "refused":
+        return [problem("launch.runner", runner.why, wanted=f"{V2_RUNNER_ENV} unset (or 1)",
+                        found=f"{V2_RUNNER_ENV}={env.get(V2_RUNNER_ENV)}", hint=f"unset {V2_RUNNER_ENV}")]
+    if runner.name == "v2" and cmd.drafter is not None and release.version < V2_RUNNER_EAGLE3_SINCE:
+        return [problem("launch.runner",
+                        f"the v2 model runner ({runner.why}) hands an EAGLE-3 drafter no aux hidden states on "
+                        f"{release.label()}: it runs on the last layer alone",
+                        wanted="the v1 runner", found=f"v2 ({runner.why})",
+                        hint=f"unset {V2_RUNNER_ENV}, or use vllm {V2_RUNNER_EAGLE3_SINCE} or newer")]
+    if runner.name == "unknown":
+        what = ("file an issue with 'patcher verify --json'" if "moved" in runner.why else
+                "put the target's local folder in the command")
+        return [hint("launch.runner", runner.why, hint=what)]
+    out = [ok("launch.runner", f"the {runner.name} model runner: {runner.why}")]
+    return out + _eagle3_pp_findings(ctx, runner)
+
+
+def _eagle3_pp_findings(ctx: LaunchContext, runner: Runner) -> list[Finding]:
+    """EAGLE-3 with pipeline parallelism on the v2 runner: a DeepSeek/Kimi target raises at load."""
+    release, cmd, target = ctx.release, ctx.cmd, ctx.target
+    if runner.name != "v2" or cmd.drafter is None or (cmd.pp or 1) < 2 \
+            or not v2_refuses_deepseek_eagle3_pp(release.site):
+        return []
+    archs = set(target.architectures) if target is not None else set()
+    keep_v1 = ("; VLLM_USE_V2_MODEL_RUNNER=0 keeps the v1 runner" if "v1" in vllm_runners(
+        release.version, release.site) else "") if release.version is not None else ""
+    what = (f"{release.label()}'s v2 model runner raises at load for EAGLE-3 with pipeline parallelism on a "
+            "DeepSeek/Kimi target: its DeepSeek model does not relay aux hidden states between pipeline stages "
+            "(verify_supports_aux_hidden_states_over_pp)")
+    if archs & DEEPSEEK_V2_MODEL_ARCHITECTURES:
+        return [problem("launch.pipeline_parallel", what, wanted="pipeline parallel size 1 with EAGLE-3",
+                        found=f"{cmd.pp} stages, {sorted(archs)[0]}", hint=f"use tensor parallelism alone{keep_v1}")]
+    return [hint("launch.pipeline_parallel", what + "; whether this target is one was not read",
+                 hint="put the target's local folder in the command")]
