@@ -22,7 +22,7 @@ from patcher.cli.main import main
 from patcher.core import manifest, matrix
 from patcher.core.manifest import contains
 from patcher.core.plan import State
-from patcher.drafter import facts
+from patcher.drafter import eagle31, facts, rope
 from patcher.drafter.fix import still_wrong
 from patcher.engine_specs.vllm import drafter as vllm_drafter
 from patcher.findings import hint, problem
@@ -431,7 +431,7 @@ def _registers(engine: str, tree: Path, arch: str) -> bool:
 def test_registered_since_matches_every_release(engine: str) -> None:
     for version, tree in _trees(engine):
         release = from_version(engine, version)
-        for arch in facts.REGISTERED_SINCE[engine]:
+        for arch in engine_specs.spec(engine).registered_since:
             assert facts.registers(release, arch) == _registers(engine, tree, arch), (version, arch)
 
 
@@ -508,9 +508,9 @@ def test_vllm_default_runner_matches_every_release() -> None:
 
 
 # --- EAGLE 3.1 switches, on every cached release ----------------------------------------------
-# SGLang: facts.EAGLE31_READ_SINCE (the first release whose drafter class reads each switch).
+# SGLang: its module's eagle31_read_since (the first release whose drafter class reads each switch).
 # vLLM: the [[drafter_fact]] entries of patches/vllm/eagle31-switches/patch.toml, the one source the
-# check reads (facts.switch_outcome and facts.switch_read_since); each entry's `published` is derived
+# check reads (eagle31.switch_outcome and eagle31.switch_read_since); each entry's `published` is derived
 # here from the release's own files.
 
 _SGLANG_SWITCH_FILES = {"llama": "sglang/srt/models/llama_eagle3.py", "mla": "sglang/srt/models/kimi_k25_eagle3.py"}
@@ -524,11 +524,11 @@ def _reads_switch(path: Path, switch: str) -> bool:
 
 
 def test_sglang_eagle31_switch_readers_match_every_release() -> None:
-    assert set(facts.EAGLE31_READ_SINCE) == {"sglang"}, "vLLM's switch facts live in its manifest only"
+    assert not engine_specs.spec("vllm").drafter.eagle31_read_since, "vLLM's switch facts live in its manifest only"
     for version, tree in _trees("sglang"):
         for kind, rel in _SGLANG_SWITCH_FILES.items():
-            for switch in facts.EAGLE31_SWITCHES:
-                since = facts.EAGLE31_READ_SINCE["sglang"].get(kind, {}).get(switch)
+            for switch in eagle31.EAGLE31_SWITCHES:
+                since = engine_specs.spec("sglang").drafter.eagle31_read_since.get(kind, {}).get(switch)
                 expected = since is not None and version >= Version(since)
                 assert _reads_switch(tree / rel, switch) == expected, (version, kind, switch)
 
@@ -551,7 +551,7 @@ def _vllm_published(tree: Path, key: str, path: str, drafter: str) -> str | None
     applied = key != "fc_norm" or "fc_norm" in combine
     if key == "norm_output" and reads:  # EAGLE 3.1's meaning: the post-norm state to the next draft step
         assert "aux_output = hidden_states if self.norm_output else hidden_prenorm" in text, (tree, drafter)
-    weight = facts.SWITCH_WEIGHTS.get(key)
+    weight = eagle31.SWITCH_WEIGHTS.get(key)
     if path == "speculators":
         converter = tree / _CONVERTER
         line = f'pre_trained_config["{key}"] = config_dict.get("{key}"'
@@ -583,7 +583,7 @@ _LOGITS_NORMED = {"vllm": ("vllm/model_executor/models/llama_eagle3.py",
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_norm_output_is_eagle31s_switch_and_lm_head_always_gets_the_normed_state(engine: str) -> None:
-    """facts.SPECFORGE_NORM_OUTPUT: every release's Llama drafter feeds lm_head the normed state
+    """eagle31.SPECFORGE_NORM_OUTPUT: every release's Llama drafter feeds lm_head the normed state
     (SpecForge 0.2.0's norm_output false has no engine counterpart), and where it reads norm_output,
     true selects the normed state for the next draft step (EAGLE 3.1's meaning)."""
     rel, normed = _LOGITS_NORMED[engine]
@@ -632,12 +632,12 @@ def test_vllm_skips_input_norm_from_0_18_0() -> None:
 
 
 def test_sglang_transformers_major_matches_every_release() -> None:
-    # facts.reads_rope_parameters: SGLang reads drafter configs with the transformers it pins.
+    # rope.reads_rope_parameters: SGLang reads drafter configs with the transformers it pins.
     for version, tree in _trees("sglang"):
         (meta,) = tree.glob("*.dist-info/METADATA")
         pin = re.search(r"^Requires-Dist: transformers==(\d+)\.", meta.read_text(), re.M)
         assert pin is not None, version
-        assert (int(pin.group(1)) >= 5) == facts.reads_rope_parameters(from_version("sglang", version)), version
+        assert (int(pin.group(1)) >= 5) == rope.reads_rope_parameters(from_version("sglang", version)), version
 
 
 def test_sglang_eagle_algorithm_facts_hold_on_every_release() -> None:
@@ -660,7 +660,7 @@ def test_sglang_eagle_algorithm_facts_hold_on_every_release() -> None:
 def test_vllm_v2_reads_eagle_config_layer_ids_from_the_release_the_facts_name() -> None:
     """Issue 32 case 7: eagle_config["layer_ids"] is the v2 runner's last fallback from 0.27.0
     (get_eagle3_aux_layers_from_config), read on every cached release."""
-    since = facts.SINCE["vllm"][facts.V2_EAGLE_LAYER_IDS]
+    since = Version(engine_specs.spec("vllm").drafter.since[facts.V2_EAGLE_LAYER_IDS])
     for version, tree in _trees("vllm"):
         utils = tree / "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
         reads = utils.is_file() and 'drafter_config.get("layer_ids")' in utils.read_text()

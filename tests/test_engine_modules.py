@@ -208,10 +208,9 @@ def test_the_state_words_an_engines_rules_compare_are_the_planners():
         State.APPLIED, State.UPSTREAM, State.PENDING, State.LOST, State.REFUSED, State.UNKNOWN]
 
 
-def test_an_engine_without_a_flag_reader_gets_no_verdict_on_its_flags(monkeypatch, tmp_path):
+def test_an_engine_without_a_flag_reader_gets_no_verdict_on_its_flags(tmp_path):
     """A plain engine (no ``Launch.flag_check``): --flags is not judged, and the line says so."""
     plain = dataclasses.replace(engine_specs.spec("sglang"), name="plain", title="Plain")
     plain = dataclasses.replace(plain, launch=dataclasses.replace(plain.launch, flag_check=None))
-    monkeypatch.setitem(engine_specs.BY_NAME, "plain", plain)
-    (f,) = flag_checks.check_flags("--speculative-algorithm EAGLE3", "plain", tmp_path, False)
+    (f,) = flag_checks.check_flags("--speculative-algorithm EAGLE3", plain, tmp_path, False)
     assert (f.level, f.code) == ("hint", "flags.engine") and "no reader of Plain's speculative flags" in f.message

@@ -63,7 +63,7 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
         findings.append(hint("target.missing", "no --target: checked against the drafter's own config only",
                              hint="pass --target KIMI_FOLDER to check aux layer ids, hidden size and vocab"))
     if flags is not None:
-        flag_engine = release.name if release is not None else guess_engine(flags)
+        flag_engine = release.spec if release is not None else guess_engine(flags)
         if flag_engine is None:
             findings.append(hint("flags.engine", "cannot tell the engine from --flags; pass --engine",
                                  found=flags[:80]))
@@ -100,7 +100,7 @@ def _check_config_format(d: DrafterConfig, release: Release | None) -> list[Find
         if facts.reads_speculators_config(release):
             return [ok("config.format", f"speculators-format config, read by {release.label()}")]
         title = release.spec.title
-        reads_from = facts.SINCE[release.name].get(facts.SPECULATORS_CONFIG)  # None: no release of it does
+        reads_from = release.spec.drafter.since.get(facts.SPECULATORS_CONFIG)  # None: no release of it does
         if reads_from is not None and release.version is None:
             return [hint("config.format", f"speculators-format config: {title} reads it from {reads_from}",
                          hint="pass --engine-version to check your release")]

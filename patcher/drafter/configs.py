@@ -44,7 +44,7 @@ class DrafterConfig:
     rope_scaling: dict | None
     torch_dtype: str | None
     rope_parameters: dict | None = None  # transformers 5's layout (speculators writes only this)
-    switches: tuple[str, ...] = ()  # EAGLE 3.1 switches the config turns on (facts.EAGLE31_SWITCHES)
+    switches: tuple[str, ...] = ()  # EAGLE 3.1 switches the config turns on (eagle31.EAGLE31_SWITCHES)
     switches_off: tuple[str, ...] = ()  # EAGLE 3.1 switches the config sets to false, explicitly
     eagle_layer_ids: tuple[int, ...] | None = None  # `eagle_config.layer_ids` (vLLM's v2 runner, 0.27.0+, last)
     model_type: str | None = None  # top level, as written (vLLM picks the config class and MLA by it)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from patcher import engine_specs
 from patcher.drafter.checkpoint import Checkpoint, read_checkpoint, read_config
 from patcher.drafter.checks import check_drafter
 from patcher.drafter.configs import parse_drafter_config, parse_target_config
@@ -32,7 +33,8 @@ class FixOutcome:
 def fix_drafter(drafter: Path, out: Path, target: Path | None, release: Release | None,
                 progress: Progress | None = None) -> FixOutcome:
     if release is None:
-        raise DrafterInputError("fix needs to know the engine", wanted="--engine vllm|sglang --engine-version V",
+        raise DrafterInputError("fix needs to know the engine",
+                                wanted=f"--engine {'|'.join(engine_specs.NAMES)} --engine-version V",
                                 found="no engine named and none installed")
     ckpt = read_checkpoint(drafter)
     config = parse_drafter_config(ckpt.config, ckpt.folder / "config.json")

@@ -21,7 +21,7 @@ import copy
 from dataclasses import dataclass
 from pathlib import Path
 
-from patcher.drafter import facts
+from patcher.drafter import eagle31, facts, rope
 from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import SPECULATORS, DrafterConfig, TargetConfig, parse_drafter_config
 from patcher.drafter.key_names import LAYERS0, MIDLAYER, decoder_key, rename, scheme_of
@@ -104,10 +104,10 @@ def plan_config(config: dict, drafter: DrafterConfig, release: Release,
                      + (f" (EAGLE 3.1 switches kept: {', '.join(kept)})" if kept else ""))
     if "speculators_model_type" in new:
         return new, notes  # a speculators config the release reads: ids and RoPE as written
-    trained = facts.trained_rope(drafter.rope_theta, drafter.rope_scaling, drafter.rope_parameters)
-    read = facts.rope_as_read(release, new.get("rope_theta"), new.get("rope_scaling"), new.get("rope_parameters"))
+    trained = rope.trained_rope(drafter.rope_theta, drafter.rope_scaling, drafter.rope_parameters)
+    read = rope.rope_as_read(release, new.get("rope_theta"), new.get("rope_scaling"), new.get("rope_parameters"))
     if read is not None and read != trained:
-        new.update(facts.legacy_rope_fields(trained))
+        new.update(rope.legacy_rope_fields(trained))
         notes.append(f"rope_theta and rope_scaling written from rope_parameters: {release.label()} reads "
                      f"config.json with transformers 4, which knows only those ({trained})")
     if drafter.use_aux_hidden_state:
@@ -186,7 +186,7 @@ def _describe(caps: list[facts.Capture | None]) -> str:
 
 
 SWITCHES_AND_FIELDS = ("draft_vocab_size", "target_hidden_size", "norm_before_residual", "torch_dtype",
-                       *facts.EAGLE31_SWITCHES)
+                       *eagle31.EAGLE31_SWITCHES)
 
 
 def speculators_to_eagle3_llama(config: dict) -> dict:

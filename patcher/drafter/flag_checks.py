@@ -14,6 +14,7 @@ from itertools import chain
 from pathlib import Path
 
 from patcher import engine_specs
+from patcher.engine_specs.base import EngineSpec
 from patcher.errors import DrafterInputError
 from patcher.findings import Finding, hint
 from patcher.release.launch_command import option_values
@@ -31,11 +32,11 @@ def flag_values(argv: list[str], flag: str) -> list[str]:
     return option_values(argv, _owner(flag), flag)
 
 
-def guess_engine(flags: str) -> str | None:
+def guess_engine(flags: str) -> EngineSpec | None:
     """The engine whose method option the line gives (vLLM's --speculative-config, SGLang's
     --speculative-algorithm), in engine_specs.ALL's order; None: neither."""
     argv = split_flags(flags)
-    return next((s.name for s in engine_specs.ALL if flag_values(argv, s.launch.method_option[0])), None)
+    return next((s for s in engine_specs.ALL if flag_values(argv, s.launch.method_option[0])), None)
 
 
 def split_flags(flags: str) -> list[str]:
@@ -47,9 +48,8 @@ def split_flags(flags: str) -> list[str]:
                                 hint="""quote the whole line: --flags "--speculative-config '{...}'\"""") from None
 
 
-def check_flags(flags: str, engine: str, drafter: Path, speculators_config: bool) -> list[Finding]:
+def check_flags(flags: str, spec: EngineSpec, drafter: Path, speculators_config: bool) -> list[Finding]:
     argv = split_flags(flags)
-    spec = engine_specs.spec(engine)
     if spec.launch.flag_check is None:
         return [hint("flags.engine", f"patcher has no reader of {spec.title}'s speculative flags: --flags is not "
                      "checked", found=flags[:80])]

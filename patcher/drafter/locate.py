@@ -73,7 +73,7 @@ def resolve_engine(name: str | None, version: str | None, detect: Detect,
                                 found=repr(version)) from None
     engine = name or (detected.name if detected is not None else None)
     if engine is None:
-        raise DrafterInputError("--engine-version needs --engine", wanted="--engine vllm|sglang",
+        raise DrafterInputError("--engine-version needs --engine", wanted=f"--engine {'|'.join(engine_specs.NAMES)}",
                                 found="no engine named and none installed")
     if detected is not None and detected.name == engine and detected.version == wanted:
         return replace(detected, source="installed+flags")

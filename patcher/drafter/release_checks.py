@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from patcher import engine_specs
 from patcher.core.plan import State
-from patcher.drafter import facts
+from patcher.drafter import eagle31, facts, rope
 from patcher.drafter.configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
 from patcher.findings import Finding, hint, ok, problem, unknown
 from patcher.release.release import Release
@@ -60,7 +60,7 @@ def check_setup(release: Release, drafter: DrafterConfig | None = None) -> list[
 
 
 def _registry_finding(code: str, what: str, arch: str, release: Release) -> Finding:
-    since = facts.registered_since(release.name, arch)
+    since = facts.registered_since(release, arch)
     known = facts.registers(release, arch)
     if known is None:
         return hint(code, f"{release.label()} is older than the releases this check knows; "
@@ -117,11 +117,12 @@ def check_drafter_class(d: DrafterConfig, release: Release | None) -> list[Findi
     if known:
         return [ok("config.format", f"architectures {archs}, registered by {release.label()}")]
     arch = mla or (d.architectures[0] if d.architectures else "LlamaForCausalLMEagle3")
-    since = facts.registered_since(release.name, arch)
-    registered_mla = [a for a in MLA_DRAFTERS if a in facts.REGISTERED_SINCE[release.name]]
+    since = facts.registered_since(release, arch)
+    table = release.spec.registered_since
+    registered_mla = [a for a in MLA_DRAFTERS if a in table]
     if since is None and mla and registered_mla:
         todo = (f'{release.spec.title} registers the MLA drafter only as "{registered_mla[0]}" '
-                f"(from {facts.REGISTERED_SINCE[release.name][registered_mla[0]]}): rename the architecture")
+                f"(from {table[registered_mla[0]]}): rename the architecture")
     elif since is not None:
         todo = f"use {release.name} {since} or newer"
     else:
@@ -196,7 +197,8 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
     if want is None and layer_ids is not None:
         want = layer_ids  # the only ids the drafter states: what it was trained on, as far as it says
     applied = facts.after_apply(release)
-    if facts.reading(release).model_runners:  # a release with several runners: the default first
+    selects = facts.reading(release).model_runners
+    if selects:  # a release with several runners: the default first
         default = facts.default_runner(release, arch)
         runners = sorted(facts.runners(release), key=lambda r: r != default)
     else:
@@ -213,9 +215,8 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
             continue
         who = release.label()
         if runner == default and len(runners) > 1:
-            switch = ("VLLM_USE_V2_MODEL_RUNNER=1 selects v2" if default == facts.V1
-                      else "VLLM_USE_V2_MODEL_RUNNER=0 selects v1")
-            who += f", {runner} runner (the one this launch uses by default; {switch})"
+            other = next(r for r in runners if r != default)
+            who += f", {runner} runner (the one this launch uses by default; {selects[other]})"
         elif runner and runner == default:
             who += f", {runner} runner (the only one)"
         elif runner:
@@ -272,7 +273,7 @@ def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release |
     drafter_class = "mla" if any(a in MLA_DRAFTERS for a in d.architectures) else "llama"
     speculators = d.format == SPECULATORS
     out: list[Finding] = []
-    for switch, prefix in facts.SWITCH_WEIGHTS.items():
+    for switch, prefix in eagle31.SWITCH_WEIGHTS.items():
         weights = [n for n in names if n.startswith(prefix)]
         if weights and switch not in d.switches:
             out.append(problem(f"eagle31.{switch}", f"{len(weights)} {prefix}* tensor(s), but the config does not set "
@@ -282,42 +283,42 @@ def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release |
     if specforge_possible and "norm_output" in d.switches_off:
         out.append(hint("eagle31.norm_output", "norm_output is false: every engine release reads it as EAGLE 3.1's "
                         "switch, off (the next draft step gets the pre-norm state, lm_head the normed one). "
-                        f"{facts.SPECFORGE_NORM_OUTPUT}: their false trains lm_head on the un-normed state, which "
+                        f"{eagle31.SPECFORGE_NORM_OUTPUT}: their false trains lm_head on the un-normed state, which "
                         "no engine release runs",
                         hint="trained with SpecForge 0.2.0 or earlier and norm_output false: retrain with it "
                         "true or unset; trained otherwise: nothing to do"))
     for switch in d.switches:
-        weight_prefix = facts.SWITCH_WEIGHTS.get(switch)
+        weight_prefix = eagle31.SWITCH_WEIGHTS.get(switch)
         has_weights = weight_prefix is not None and any(n.startswith(weight_prefix) for n in names)
         if release is None or release.version is None:
             out.append(hint(f"eagle31.{switch}", f"{switch} is on (EAGLE 3.1): whether the engine runs it depends "
                             "on the release", hint="pass --engine and --engine-version (or --python / --site)"))
             continue
         either = specforge_possible and switch == "norm_output"
-        now = facts.switch_outcome(release, switch, drafter_class, speculators, has_weights, either)
-        later = facts.switch_outcome(facts.after_apply(release), switch, drafter_class, speculators, has_weights,
+        now = eagle31.switch_outcome(release, switch, drafter_class, speculators, has_weights, either)
+        later = eagle31.switch_outcome(facts.after_apply(release), switch, drafter_class, speculators, has_weights,
                                      either)
         if now is None:
             continue
         outcome, why = now
-        if either and outcome != facts.REFUSED:
+        if either and outcome != eagle31.REFUSED:
             out.append(_norm_output_of_unknown_meaning(release, now, later, drafter_class, speculators))
             continue
         what = f"{switch} (EAGLE 3.1) on {release.label()} with this {drafter_class} drafter"
         if speculators:
             what += " (speculators config)"
-        if outcome == facts.HONOURED:
+        if outcome == eagle31.HONOURED:
             out.append(ok(f"eagle31.{switch}", f"{what}: honoured ({why})"))
             continue
         todo = _todo_for_unread(release, switch, drafter_class, speculators)
-        if later is not None and later[0] == facts.HONOURED:  # our family carries it, as upstream later does
+        if later is not None and later[0] == eagle31.HONOURED:  # our family carries it, as upstream later does
             todo = f"run '{release.apply_command()}'"
-        if outcome == facts.REFUSED:
+        if outcome == eagle31.REFUSED:
             message = f"{what}: refused loudly, the server stops at load ({why})"
         else:
             message = f"{what}: dropped in silence ({why}); the drafter runs without it, unlike training"
         if later is not None and later[0] != outcome:
-            after = "it is honoured" if later[0] == facts.HONOURED else "it is refused at load"
+            after = "it is honoured" if later[0] == eagle31.HONOURED else "it is refused at load"
             message += f"; after '{release.apply_command()}' {after} ({later[1]})"
         out.append(problem(f"eagle31.{switch}", message, wanted=f"a release that runs {switch}",
                            found=release.label(), hint=todo))
@@ -325,7 +326,7 @@ def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release |
 
 
 def _todo_for_unread(release: Release, switch: str, drafter_class: str, speculators: bool) -> str:
-    since = facts.switch_read_since(release, switch, drafter_class, speculators)
+    since = eagle31.switch_read_since(release, switch, drafter_class, speculators)
     return (f"use {release.name} {since} or newer" if since is not None
             else f"no {release.name} release runs {switch} for this drafter")
 
@@ -337,39 +338,39 @@ def _norm_output_of_unknown_meaning(release: Release, now: tuple[str, str], late
     (the post-norm state fed to the next step). What the release runs is a fact; whether that is the
     training is not: unknown, never ok, and our guards refuse neither reading."""
     outcome, why = now
-    if outcome == facts.HONOURED:
+    if outcome == eagle31.HONOURED:
         runs = ("the next draft step gets the post-norm state (EAGLE 3.1): as speculators, TorchSpec and SpecForge "
-                f"after {facts.SPECFORGE_NORM_OUTPUT_REF} train it, unlike a SpecForge 0.2.0 drafter")
-        eagle31 = "nothing to do"
+                f"after {eagle31.SPECFORGE_NORM_OUTPUT_REF} train it, unlike a SpecForge 0.2.0 drafter")
+        todo_31 = "nothing to do"
     else:
         runs = ("the next draft step gets the pre-norm state (plain EAGLE-3): as SpecForge 0.2.0 and earlier train "
                 "it, unlike an EAGLE 3.1 drafter")
-        eagle31 = _todo_for_unread(release, "norm_output", drafter_class, speculators)
+        todo_31 = _todo_for_unread(release, "norm_output", drafter_class, speculators)
     if later is not None and later[0] == outcome:
         runs += f"; the same after '{release.apply_command()}', whose guards leave this key alone"
     return unknown("eagle31.norm_output",
-                   f"norm_output: true on {release.label()} ({why}): {runs}. {facts.SPECFORGE_NORM_OUTPUT}; "
+                   f"norm_output: true on {release.label()} ({why}): {runs}. {eagle31.SPECFORGE_NORM_OUTPUT}; "
                    "EAGLE 3.1 trainers mean the post-norm state fed on. This checkpoint cannot tell which "
                    "(no norm_before_fc, which SpecForge 0.2.0 never writes), so whether it runs as trained is unknown",
                    wanted="a config whose norm_output has one meaning", found='"norm_output": true, no norm_before_fc',
                    hint="trained with SpecForge 0.2.0 or earlier: delete norm_output from config.json (its default "
-                   f"is the same) and every release runs it as trained; trained for EAGLE 3.1: {eagle31}")
+                   f"is the same) and every release runs it as trained; trained for EAGLE 3.1: {todo_31}")
 
 
 def _may_be_specforge_norm_output(names: list[str], d: DrafterConfig, drafter_class: str) -> bool:
-    """Whether the drafter's norm_output may be SpecForge 0.2.0's other switch (facts.SPECFORGE_NORM_OUTPUT):
+    """Whether the drafter's norm_output may be SpecForge 0.2.0's other switch (eagle31.SPECFORGE_NORM_OUTPUT):
     the HF-layout Llama drafter SpecForge writes, without norm_before_fc, which SpecForge 0.2.0 never trains."""
     if d.format == SPECULATORS or drafter_class != "llama" or "norm_before_fc" in d.switches:
         return False
-    return not any(n.startswith(facts.SWITCH_WEIGHTS["norm_before_fc"]) for n in names)
+    return not any(n.startswith(eagle31.SWITCH_WEIGHTS["norm_before_fc"]) for n in names)
 
 
 def check_rope(d: DrafterConfig, release: Release | None) -> list[Finding]:
     """The RoPE the release runs the drafter with, read as its own transformers reads config.json."""
     if release is None or (d.format == SPECULATORS and not facts.reads_speculators_config(release)):
         return []  # a config the release cannot read at all: config.format says so
-    trained = facts.trained_rope(d.rope_theta, d.rope_scaling, d.rope_parameters)
-    read = facts.rope_as_read(release, d.rope_theta, d.rope_scaling, d.rope_parameters)
+    trained = rope.trained_rope(d.rope_theta, d.rope_scaling, d.rope_parameters)
+    read = rope.rope_as_read(release, d.rope_theta, d.rope_scaling, d.rope_parameters)
     if read is None:
         return []
     if read == trained:

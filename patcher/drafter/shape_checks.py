@@ -5,7 +5,7 @@ normal form comes from facts).
 
 from __future__ import annotations
 
-from patcher.drafter import facts
+from patcher.drafter import eagle31, facts, rope
 from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import DrafterConfig, TargetConfig
 from patcher.drafter.key_names import decoder_key, strip_model
@@ -122,8 +122,8 @@ def check_context(d: DrafterConfig, t: TargetConfig | None) -> list[Finding]:
         out.append(hint("context.max_position", f"the drafter was configured for {dm} positions, the target "
                         f"serves {tm}: drafts beyond {dm} tokens of context are out of its training range",
                         wanted=f">= {tm}", found=str(dm)))
-    trained = facts.trained_rope(d.rope_theta, d.rope_scaling, d.rope_parameters)
-    target = facts.trained_rope(t.rope_theta, t.rope_scaling, None)
+    trained = rope.trained_rope(d.rope_theta, d.rope_scaling, d.rope_parameters)
+    target = rope.trained_rope(t.rope_theta, t.rope_scaling, None)
     if trained != target:
         out.append(hint("context.rope", "the drafter's RoPE differs from the target's (fine if it was trained "
                         "this way; the engine uses the drafter's own)", wanted=str(target), found=str(trained)))
@@ -168,7 +168,7 @@ def check_mlp(ckpt: Checkpoint, d: DrafterConfig, release: Release | None) -> li
     else:
         drafter_class = "mla" if any(a in MLA_DRAFTERS for a in d.architectures) else "llama"
         outcome, why = facts.reading(release).switch_weights(release, "use_moe", drafter_class, "layers.0.mlp.experts.")
-        after = ("the load stops" if outcome == facts.REFUSED else
+        after = ("the load stops" if outcome == eagle31.REFUSED else
                  "the load goes on and the dense MLP keeps its random initial weights")
         what = f"{release.label()} builds {built}; of the {len(experts)} expert tensor(s), {why}: {after}"
     return [problem("shape.mlp", f"the drafter was trained with a mixture-of-experts MLP ({said}), and {what}",

@@ -165,7 +165,9 @@ class DrafterReading:
     tests/test_drafter_release.py proves each table against the published wheels."""
 
     since: dict[str, str]  # behaviour -> the first release that has it
-    model_runners: tuple[str, ...]  # the runners a release may ship (read from its files); () : one
+    # the runners a release may ship (which it does is read from its files), each with how a launch
+    # selects it, as the drafter check tells the user; {}: one runner
+    model_runners: dict[str, str]
     runners: Callable[..., tuple[str, ...]]  # (ask) -> the runners this release ships; ("",): one
     # (ask, target_arch) -> the runner a launch without the engine's runner switch uses; "unknown"
     # where the release picks by the target's architecture and that is not known
@@ -240,7 +242,9 @@ class Launch:
     # The options doctor reads, by the parser's dest, each with the one spelling doctor rewrites it to.
     read: dict[str, str]
     modules: tuple[str, ...] = ()  # ``python -m <module>`` starts the server
-    cli_module: str | None = None  # ``python -m <cli_module> serve`` is the first serve command
+    # the module behind the first serve command's console script: ``python -m <cli_module> serve`` is
+    # ``vllm serve`` (the words after the script's name follow the module)
+    cli_module: str | None = None
     serve_takes_model: bool = False  # ``<serve command> MODEL``: a positional model tag
     dashes_or_underscores: bool = False  # the parser takes ``--a_b`` for ``--a-b`` (vLLM's FlexibleArgumentParser)
     # doctor's engine-specific launch checks: (LaunchContext) -> findings (vLLM's model runner,

@@ -184,8 +184,9 @@ def _engine_of(words: list[str]) -> tuple[str | None, list[str], str | None, str
         for spec in engine_specs.ALL:
             if module in spec.launch.modules:
                 return spec.name, words[i + 2:], None, f"-m {module}"
-            if module == spec.launch.cli_module and words[i + 2:i + 3] == [spec.launch.serve_commands[0][-1]]:
-                return _engine_of([*spec.launch.serve_commands[0], *words[i + 3:]])
+            serve = spec.launch.serve_commands[0]  # its console script is `python -m <cli_module>`
+            if module == spec.launch.cli_module and words[i + 2:i + 1 + len(serve)] == list(serve[1:]):
+                return _engine_of([*serve, *words[i + 1 + len(serve):]])
     return None, [], None, ""
 
 

@@ -109,7 +109,7 @@ SPEC = EngineSpec(
                       "KimiK25ForConditionalGeneration": "0.5.9"},
     drafter=DrafterReading(
         since={MAPS_LAYERS0: "0.5.12"},
-        model_runners=(),
+        model_runners={},
         runners=one_runner,
         default_runner=one_runner_default,
         loader_strict=False,  # skips a tensor it has no parameter for, unless our eagle3-drafter-keys is applied

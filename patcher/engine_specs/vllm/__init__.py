@@ -108,7 +108,7 @@ SPEC = EngineSpec(
     drafter=DrafterReading(
         since=SINCE,
         # v1 (vllm/v1/worker/gpu_model_runner.py) and, from 0.12.0, v2 (vllm/v1/worker/gpu/)
-        model_runners=(V1, V2),
+        model_runners={V1: "VLLM_USE_V2_MODEL_RUNNER=0 selects v1", V2: "VLLM_USE_V2_MODEL_RUNNER=1 selects v2"},
         runners=runners.shipped,
         default_runner=runners.default_runner,
         loader_strict=True,  # load_weights indexes params_dict: a KeyError
