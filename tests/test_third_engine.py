@@ -2,8 +2,9 @@
 
 A copy of patcher and the patch set gets two new things only: ``patcher/engine_specs/toyserve.py``
 (a fork of SGLang in the shape the issue names: its own distribution ``toy-serve-engine``, import
-package ``toyserve_pkg`` and console command ``toy-serve``, none of them the engine's name) and
-``patches/toyserve/`` (one family, its diff, its probe). Then ``apply``, ``verify`` and ``doctor``
+package ``toyserve_pkg`` and console command ``toy-serve``, none of them the engine's name, and
+behaviour of its own as code: an environment variable its releases declare, and a launch check)
+and ``patches/toyserve/`` (one family, its diff, its probe). Then ``apply``, ``verify`` and ``doctor``
 run in a fresh interpreter on a site-packages holding the toy release, as a user runs them. Every
 other file of the copy is byte for byte this checkout's.
 """
@@ -25,10 +26,44 @@ from tests.support.real_drafters import kimi_target, specforge_kimi
 
 ROOT = Path(__file__).resolve().parent.parent
 
-ENGINE_MODULE = '''"""ToyServe: a fork of SGLang under its own names (tests/test_third_engine.py)."""
+ENGINE_MODULE = '''"""ToyServe: a fork of SGLang under its own names (tests/test_third_engine.py), with behaviour of
+its own: an environment variable its releases declare in toyserve_pkg/settings.py, and a launch
+check doctor runs."""
+
+import ast
+from pathlib import Path
 
 from patcher.engine_specs import sglang
-from patcher.engine_specs.base import EngineSpec, Launch
+from patcher.engine_specs.base import EngineSpec, EnvParsed, EnvRules, EnvVar, Launch, LaunchContext, parse_file
+from patcher.findings import Finding, problem
+
+SETTINGS = "toyserve_pkg/settings.py"
+TURBO_ENV = "TOYSERVE_TURBO"  # its turbo mode: the server runs without the drafter
+
+
+def read_env(site: Path) -> dict[str, EnvVar]:
+    """The os.getenv("NAME", "default") calls of toyserve_pkg/settings.py."""
+    tree = parse_file(site / SETTINGS)
+    calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and getattr(c.func, "attr", "") == "getenv"] \\
+        if tree is not None else []
+    declared = {c.args[0].value: c.args[1].value for c in calls if len(c.args) == 2}
+    return {TURBO_ENV: EnvVar(TURBO_ENV, TURBO_ENV in declared, declared.get(TURBO_ENV))}
+
+
+def parse_env(site: Path, name: str, env: dict[str, str]) -> EnvParsed | None:
+    how = f"{SETTINGS} reads it as int(...)"
+    try:
+        int(env[name])
+    except ValueError as exc:
+        return EnvParsed(how, "an integer", raises=f"ValueError: {exc}")
+    return EnvParsed(how, "an integer")
+
+
+def turbo_check(ctx: LaunchContext) -> list[Finding]:
+    if ctx.cmd.drafter is None or ctx.env.get(TURBO_ENV) != "1":
+        return []
+    return [problem("launch.turbo", f"{TURBO_ENV}=1: {ctx.release.label()} runs without the drafter",
+                    wanted=f"{TURBO_ENV} unset", found=f"{TURBO_ENV}=1", hint=f"unset {TURBO_ENV}")]
 
 SPEC = EngineSpec(
     name="toyserve",
@@ -47,7 +82,9 @@ SPEC = EngineSpec(
               "speculative_algorithm": "--speculative-algorithm",
               "speculative_draft_model_path": "--speculative-draft-model-path"},
         flag_check=sglang.SPEC.launch.flag_check,  # and its launch flags
+        checks=(turbo_check,),
     ),
+    env=EnvRules(names=(TURBO_ENV,), read=read_env, parse=parse_env),
     drafter=sglang.SPEC.drafter,  # a fork reads a drafter as SGLang does
 )
 '''
@@ -90,6 +127,7 @@ def _site(root: Path) -> Path:
     site = root / "site"
     info = "toy_serve_engine-1.0.dist-info"
     files = {"toyserve_pkg/__init__.py": b"", "toyserve_pkg/core.py": CORE.encode(),
+             "toyserve_pkg/settings.py": b'import os\nTURBO = int(os.getenv("TOYSERVE_TURBO", "0"))\n',
              f"{info}/METADATA": b"Metadata-Version: 2.1\nName: toy-serve-engine\nVersion: 1.0\n",
              f"{info}/entry_points.txt": b"[console_scripts]\ntoy-serve = toyserve_pkg.cli:main\n"}
     record = "".join(f"{p},{_hash(d)},{len(d)}\n" for p, d in files.items()) + f"{info}/RECORD,,\n"
@@ -187,3 +225,24 @@ def test_doctor_reads_the_third_engines_launch_line(toyserve, tmp_path):
     assert found["flags.algorithm"]["level"] == "ok"
     assert found["target.architecture"]["level"] == "hint" and "is not known" in found["target.architecture"]["message"]
     assert (code, doc["verdict"]) == (1, "no-go") and "toyserve/value-fix is pending" in " ".join(doc["reasons"]), doc
+
+
+@pytest.mark.parametrize(("value", "env_level", "turbo"), [("1", "ok", "problem"), ("yes", "problem", None)])
+def test_doctor_runs_the_third_engines_own_checks_and_environment_rules(toyserve, tmp_path, value, env_level, turbo):
+    """What the toy's module defines as code, and nothing in the shared code names: the variable its
+    releases declare (read from the install's settings.py, its value parsed as the release does) and
+    its own launch check."""
+    repo, site = toyserve
+    target, drafter = kimi_target(tmp_path), specforge_kimi(tmp_path)
+    code, out = _patcher(repo, "doctor", "--site", str(site), "--json", "--", f"TOYSERVE_TURBO={value}", "toy-serve",
+                         "--model-path", str(target), "--speculative-algorithm", "EAGLE3",
+                         "--speculative-draft-model-path", str(drafter))
+    found = {f["code"]: f for f in json.loads(out)["findings"]}
+    env = found["env.TOYSERVE_TURBO"]
+    assert env["level"] == env_level, env
+    if env_level == "ok":
+        assert env["message"] == "TOYSERVE_TURBO=1 (in the command; default '0')"
+    else:
+        assert "raises ValueError" in env["message"] and env["wanted"] == "an integer", env
+    assert (found["launch.turbo"]["level"] if "launch.turbo" in found else None) == turbo, found.get("launch.turbo")
+    assert code == 1
