@@ -138,7 +138,7 @@ def test_a_rolled_back_write_gives_each_file_its_mode_back(venv, tmp_path):
             raise OSError(28, "No space left on device")
 
     with write.locked(inst), pytest.raises(WriteError, match="the disk is full"):
-        write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, lambda rels: None, step=fail_at_state)
+        write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, step=fail_at_state)
     assert core.read_bytes() == before
     assert core.stat().st_mode & 0o777 == 0o600
 
@@ -160,7 +160,7 @@ def test_a_rolled_back_write_gives_the_state_file_back(venv, tmp_path):
             raise OSError(5, "Input/output error")
 
     with write.locked(inst), pytest.raises(WriteError):
-        write.commit(inst, {"toyengine/core.py": toy.MODULE_V1.encode()}, {}, lambda rels: None, step=fail_at_commit)
+        write.commit(inst, {"toyengine/core.py": toy.MODULE_V1.encode()}, {}, step=fail_at_commit)
     assert (state.read_bytes(), core.read_bytes()) == before
 
 
@@ -175,7 +175,7 @@ def _killed_apply(site: Path, at: str = "state") -> None:
     """The toy fix written by a run killed before step ``at`` (journal and backups left behind)."""
     inst = engines.find(toy.ENGINE, site=site)
     with write.locked(inst), pytest.raises(Killed):
-        write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, lambda rels: None, step=_killed_at(at))
+        write.commit(inst, {"toyengine/core.py": toy.PATCHED.encode()}, {}, step=_killed_at(at))
 
 
 def test_verify_reports_a_run_killed_mid_write_and_apply_rolls_it_back(venv, tmp_path):
@@ -248,7 +248,7 @@ def _killed_run(venv, tmp_path) -> tuple[Path, Path, Path]:
     actions.apply(toy.ENGINE, _opts(python, patches))  # a state file exists: the next run backs it up
     inst = engines.find(toy.ENGINE, site=site)
     with write.locked(inst), pytest.raises(Killed):
-        write.commit(inst, {"toyengine/core.py": toy.MODULE_V1.encode()}, {}, lambda rels: None,
+        write.commit(inst, {"toyengine/core.py": toy.MODULE_V1.encode()}, {},
                      step=_killed_at("commit"))
     return patches, site, site / write.DIRNAME / f"{toy.ENGINE}.txn"
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from patcher.core import bookkeeping
+from patcher.core import bookkeeping, bytecode
 from patcher.environment.engines import Install, sha256_record
 from patcher.errors import LockBusy, WriteError
 
@@ -218,7 +218,7 @@ def reading(install: Install, timeout: float = 600.0) -> Iterator[None]:
         os.close(fd)
 
 
-def recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> list[str]:
+def recover(install: Install) -> list[str]:
     """Roll back an interrupted run. Returns the files restored. Call with the lock held.
 
     Restoring renames each backup over its target, so it needs no free space (a full
@@ -226,7 +226,7 @@ def recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> list
     by the next run: every step is a rename or is idempotent.
     """
     try:
-        return _recover(install, forget_pyc)
+        return _recover(install)
     except OSError as exc:
         raise WriteError(f"cannot roll back an interrupted run on {install.engine}",
                          found=f"{exc.strerror or exc}: {exc.filename or _txn(install)}",
@@ -267,7 +267,7 @@ def _rollback_plan(install: Install) -> tuple[Any, list[tuple[Path, Path, str]]]
     return meta, renames
 
 
-def _recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> list[str]:
+def _recover(install: Install) -> list[str]:
     txn = _txn(install)
     _own_dir(home(install), install)
     _own_dir(txn, install)
@@ -281,7 +281,7 @@ def _recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> lis
         for e in meta.entries:
             _tmp_for(install.path(e.rel)).unlink(missing_ok=True)
         try:
-            forget_pyc([e.rel for e in meta.entries])
+            bytecode.remove(install, [e.rel for e in meta.entries])
         except OSError:
             pass  # a pyc we cannot delete belongs to a file whose content is what it was
         # The state file moves with the engine files. state.orig is only ever renamed
@@ -297,7 +297,7 @@ def _recover(install: Install, forget_pyc: Callable[[list[str]], object]) -> lis
 
 
 def commit(install: Install, changes: dict[str, bytes], state: dict[str, dict],
-           forget_pyc: Callable[[list[str]], object], step: Callable[[str], None] = lambda s: None) -> None:
+           step: Callable[[str], None] = lambda s: None) -> None:
     """Write ``changes`` (engine files) and ``state`` (our state file) all or nothing.
 
     ``step`` is called before each write step; tests use it to kill the process there.
@@ -325,10 +325,10 @@ def commit(install: Install, changes: dict[str, bytes], state: dict[str, dict],
             step(f"temporary {e['rel']}")
             _write_file(_tmp_for(targets[e["rel"]]), changes[e["rel"]], e["mode"])
     except OSError as exc:
-        raise _write_error(exc, install, _undo(install, forget_pyc)) from None
+        raise _write_error(exc, install, _undo(install)) from None
     try:
         step("bytecode")
-        forget_pyc(list(targets))
+        bytecode.remove(install, list(targets))  # a stale .pyc never outlives the source it was compiled from
         for e in entries:
             step(f"rename {e['rel']}")
             os.replace(_tmp_for(targets[e["rel"]]), targets[e["rel"]])
@@ -338,14 +338,14 @@ def commit(install: Install, changes: dict[str, bytes], state: dict[str, dict],
         step("commit")
         (txn / "journal.json").unlink()
     except OSError as exc:
-        raise _write_error(exc, install, _undo(install, forget_pyc)) from None
+        raise _write_error(exc, install, _undo(install)) from None
     shutil.rmtree(txn, ignore_errors=True)
 
 
-def _undo(install: Install, forget_pyc: Callable[[list[str]], object]) -> bool:
+def _undo(install: Install) -> bool:
     """Roll back now; False when that failed too (the journal stays for the next run)."""
     try:
-        recover(install, forget_pyc)
+        recover(install)
     except WriteError:
         return False
     return True

@@ -18,7 +18,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -68,34 +68,53 @@ def contains(spec: SpecifierSet, version: Version) -> bool:
     return spec.contains(version, prereleases=True)
 
 
-class Ask(Protocol):
-    """What an engine module's rules ask of one release (read-only: ``Release`` is frozen)."""
+class Ask:
+    """What an engine module's rules ask of one release, answered from its fields.
 
-    @property
-    def name(self) -> str: ...
+    ``patcher.release.release.Release`` is this, with its families' states: the answers live here,
+    below the engine modules, so that an engine's rule calls down into them and never back up into
+    the release's module (benchmarks/code_walk.py counts such trips). The fields are the release's."""
 
-    @property
-    def version(self) -> Any: ...  # packaging.version.Version, or None: no release known
+    name: str
+    version: Any  # packaging.version.Version, or None: no release known
+    site: Path | None  # the install's site-packages, where its files are read; None: no install
+    spec: EngineSpec  # the engine's own description
+    families: tuple[Any, ...]  # each family's state on it (.family.name, .family.id, .state)
+    located_by: str  # " --python X" / " --site Y" when the user named another environment
 
-    @property
-    def site(self) -> Path | None: ...  # the install's site-packages, where its files are read; None: none
+    def label(self) -> str:
+        """"vllm 0.22.1", as messages name the release."""
+        return f"{self.name} {self.version}" if self.version is not None else self.name
 
-    @property
-    def spec(self) -> EngineSpec: ...  # the engine's own description
+    def family(self, name: str) -> Any:
+        """The state of ``<engine>/<name>``, or None when no such family covers this engine."""
+        return next((f for f in self.families if f.family.name == name), None)
 
-    def label(self) -> str: ...  # "vllm 0.22.1", as messages name the release
+    def state(self, name: str) -> Any:
+        """The family's state (a ``patcher.core.plan.State``, equal to the words above), or None."""
+        fam = self.family(name)
+        return fam.state if fam is not None else None
 
-    def family(self, family: str) -> Any: ...  # the family's status (.state, .ok, .family.id) or None
+    def since(self, behaviour: str) -> bool | None:
+        """Whether the release has ``behaviour`` (``DrafterReading.since``); None: no release known.
+        False for a behaviour the engine's table has no entry for (it never has it)."""
+        if self.version is None:
+            return None
+        first = self.spec.drafter.since.get(behaviour)
+        return first is not None and self.version >= Version(first)
 
-    def since(self, behaviour: str) -> bool | None: ...  # None: no release known
+    def fixed(self, name: str) -> bool | None:
+        """Whether ``<engine>/<name>`` holds (applied or upstream); None: no such family here."""
+        state = self.state(name)
+        return None if state is None else state in (APPLIED, UPSTREAM)
 
-    def fixed(self, family: str) -> bool | None: ...  # None: the engine has no such family
+    def applied(self, name: str) -> bool:
+        """Our variant of the family is in place."""
+        return self.state(name) == APPLIED
 
-    def state(self, family: str) -> Any: ...  # the family's state (patcher.core.plan.State) or None
-
-    def applied(self, family: str) -> bool: ...  # our variant of the family is in place
-
-    def apply_command(self) -> str: ...  # the 'patcher apply' line for this install
+    def apply_command(self) -> str:
+        """The 'patcher apply' line for this install."""
+        return f"patcher apply --engine {self.name}{self.located_by}"
 
 
 @dataclass(frozen=True)

@@ -247,10 +247,6 @@ def _pasteable(report: Report, opts: Options) -> Report:
     return report
 
 
-def _forget(install: Install):
-    return lambda rels: bytecode.remove(install, rels)
-
-
 def apply(engine: str, opts: Options) -> Report:
     clock = Clock()
     fams = families(engine, opts)
@@ -259,7 +255,7 @@ def apply(engine: str, opts: Options) -> Report:
     if opts.dry_run:
         return _pasteable(_apply_plan(install, fams, opts, write.read_state(install), clock, dry=True), opts)
     with write.locked(install, opts.lock_timeout):
-        restored = write.recover(install, _forget(install))
+        restored = write.recover(install)
         report = _apply_plan(install, fams, opts, write.read_state(install), clock, dry=False)
         if restored:
             report.notes.append(f"rolled back an interrupted run: {', '.join(restored)}")
@@ -303,7 +299,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
                               "files": {fp.path: engines.sha256_record(changes[fp.path])
                                         for fp in s.family.patches[s.variant or ""]}}
     compiled = bytecode.shipped(install, sorted(changes))
-    write.commit(install, changes, state, _forget(install))
+    write.commit(install, changes, state)
     failed = bytecode.recompile(install, compiled)
     if failed:
         report.notes.append(f"the shipped bytecode was removed but not rebuilt ({failed}); "
@@ -330,7 +326,7 @@ def revert(engine: str, opts: Options) -> Report:
     if opts.dry_run:
         return _pasteable(_revert_plan(install, fams, others, write.read_state(install), clock, dry=True), opts)
     with write.locked(install, opts.lock_timeout):
-        restored = write.recover(install, _forget(install))
+        restored = write.recover(install)
         report = _revert_plan(install, fams, others, write.read_state(install), clock, dry=False)
         if restored:
             report.notes.append(f"rolled back an interrupted run: {', '.join(restored)}")
@@ -375,7 +371,7 @@ def _revert_plan(install: Install, fams: tuple[Family, ...], others: tuple[Famil
                                                    if s.family.id not in left and s.state is not State.CONFLICT}
     clock.lap("read")
     if not dry and (changes or drop & set(records)):
-        write.commit(install, changes, _refresh(records, changes, drop=drop), _forget(install))
+        write.commit(install, changes, _refresh(records, changes, drop=drop))
         clock.lap("write")
         report.statuses = assess(install, fams, write.read_state(install))
         clock.lap("read")

@@ -11,7 +11,7 @@ manifests know.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import Version
@@ -20,7 +20,7 @@ from patcher import engine_specs
 from patcher.core import manifest
 from patcher.core.manifest import Family, Refused
 from patcher.core.plan import OK_STATES, State, Status, declared
-from patcher.engine_specs.base import EngineSpec
+from patcher.engine_specs.base import Ask, EngineSpec
 from patcher.environment.engines import Install
 
 
@@ -51,8 +51,9 @@ class FamilyState:
 
 
 @dataclass(frozen=True)
-class Release:
-    """The engine release a drafter is checked against."""
+class Release(Ask):
+    """The engine release a drafter is checked against; what the engines' rules ask of it is
+    answered by ``Ask`` (engine_specs/base.py) from these fields."""
 
     name: str
     version: Version | None  # None: engine named by --engine but no release known
@@ -61,41 +62,11 @@ class Release:
     site: Path | None = None  # the located install's site-packages, when there is one
     python: str | None = None  # the interpreter it was located by
     located_by: str = ""  # " --python X" / " --site Y" when the user named another environment
+    # its engine's module: every engine-specific rule is asked of it, never of the name
+    spec: EngineSpec = field(init=False, repr=False, compare=False)
 
-    @property
-    def spec(self) -> EngineSpec:
-        """Its engine's module: every engine-specific rule is asked of it, never of the name."""
-        return engine_specs.spec(self.name)
-
-    def label(self) -> str:
-        return f"{self.name} {self.version}" if self.version is not None else self.name
-
-    def family(self, name: str) -> FamilyState | None:
-        """The state of ``<engine>/<name>``, or None when no such family covers this engine."""
-        return next((f for f in self.families if f.family.name == name), None)
-
-    def state(self, name: str) -> State | None:
-        fam = self.family(name)
-        return fam.state if fam is not None else None
-
-    def since(self, behaviour: str) -> bool | None:
-        """Whether the release has ``behaviour`` (engine_specs: ``DrafterReading.since``); None: no
-        release known. False for a behaviour the engine's table has no entry for (it never has it)."""
-        if self.version is None:
-            return None
-        first = self.spec.drafter.since.get(behaviour)
-        return first is not None and self.version >= Version(first)
-
-    def fixed(self, name: str) -> bool | None:
-        """Whether ``<engine>/<name>`` holds (applied or upstream); None: no such family here."""
-        state = self.state(name)
-        return None if state is None else state in OK_STATES
-
-    def applied(self, name: str) -> bool:
-        return self.state(name) is State.APPLIED
-
-    def apply_command(self) -> str:
-        return f"patcher apply --engine {self.name}{self.located_by}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spec", engine_specs.spec(self.name))
 
 
 def located_by(python: str | None, site: Path | None) -> str:

@@ -78,7 +78,7 @@ def fusion_findings(ctx: LaunchContext) -> list[Finding]:
     tp = cmd.tp or 1
     family = release.family(FUSED_CAPTURE_FAMILY)
     if family is not None:  # refused: the release has no aux capture at all (setup.* says so), nothing to corrupt
-        buggy = not family.ok and family.state != REFUSED
+        buggy = family.state not in (APPLIED, UPSTREAM, REFUSED)
         state = f"{family.family.id} {family.state}"
     else:
         buggy = fused_capture_bug_by_version(release.version)
