@@ -96,7 +96,7 @@ def test_v2_runner_default_by_architecture_until_0_29_0(engine: str, version: st
     # the list the check reads from the release is the one this test reads, where the release uses one
     assert (vllm_run.default_v2_architectures(tree) is not None) == by_architecture
     if by_architecture:
-        assert not _default_v2_architectures(tree) & base.KIMI_ARCHITECTURES
+        assert not _default_v2_architectures(tree) & vllm_run.KIMI_ARCHITECTURES
         assert vllm_run.default_v2_architectures(tree) == _default_v2_architectures(tree)
 
 
@@ -135,7 +135,7 @@ def test_auto_fusion_targets_and_gpus(engine: str, version: str) -> None:
     text = (wheels.tree(engine, version) / "sglang" / "srt" / "server_args.py").read_text()
     block = _auto_enable_block(text)
     assert "not self.enable_dp_attention" in block  # doctor's DP-attention exemption
-    for arch in sorted(base.KIMI_ARCHITECTURES):
+    for arch in sorted(vllm_run.KIMI_ARCHITECTURES):
         gpus = sglang_fusion.auto_fusion_gpus(v, arch)
         assert (f'"{arch}"' in block) == (gpus is not None), arch
         if gpus == "SM90/SM100":

@@ -25,12 +25,11 @@ from packaging.version import Version
 
 from patcher.findings import Finding, problem
 
-# Behaviours a release has from some version on (``DrafterReading.since`` gives the first).
+# Behaviours a release has from some version on (``DrafterReading.since`` gives the first), named
+# here where the shared drafter code asks them; one engine's own live in its module.
 SPECULATORS_CONFIG = "reads speculators configs"  # vLLM: transformers_utils/configs/speculators/
 MULTI_LAYER_LLAMA = "builds a multi-layer Llama drafter"  # vLLM: before it, one layer whatever the config
-V2_RUNNER = "has the v2 model runner"  # vllm/v1/worker/gpu/, VLLM_USE_V2_MODEL_RUNNER=1
 V2_AUX = "has the v2 runner's EAGLE-3 aux path"  # gpu/spec_decode/eagle/eagle3_utils.py
-V1_EAGLE_CONFIG_IDS = "v1 reads eagle_config ids"
 # The v2 runner's last fallback: eagle_config["layer_ids"], as given, when nothing else states ids
 # (get_eagle3_aux_layers_from_config; tests/test_drafter_release.py reads it on every release).
 V2_EAGLE_LAYER_IDS = "v2 reads eagle_config.layer_ids"
@@ -38,22 +37,19 @@ SKIPS_INPUT_NORM = "skips input_norm.* when norm_before_fc is off"
 MAPS_LAYERS0 = "maps layers.0.* itself"  # SGLang: legacy_name_map, #24663 (0.5.12 moved to self.layers)
 V1, V2 = "v1", "v2"  # vLLM's model runners (an engine with one runner names it "")
 
-# Patch families the rules name (patches/<engine>/<family>/); a family an engine lacks reads None.
+# Patch families the shared drafter code names (patches/<engine>/<family>/); a family an engine
+# lacks reads None. Those only one engine's rules name live in its module.
 KEYS_FAMILY = "eagle3-drafter-keys"  # sglang: layers.0.* keys load; unknown keys raise
 AUX_IDS_FAMILY = "eagle3-aux-layer-ids"  # sglang: backports 0.5.11's no-re-call and 0.5.13's shift rule
-MLA_CAPTURE_FAMILY = "mla-aux-capture"  # vllm: DeepSeek/Kimi targets capture aux states (upstream 0.18.0)
-K25_CAPTURE_FAMILY = "k25-aux-capture"  # sglang: the Kimi-K2.5 wrapper forwards the EAGLE-3 hooks
 CONFIG_AUX_IDS_FAMILY = "eagle3-config-aux-ids"  # vllm: both runners read eagle_config ids as 0.22.0's v1 does
 EAGLE31_FAMILY = "eagle31-switches"  # vllm: EAGLE 3.1 switches refused at load where ignored
-SGLANG_GUARDS_FAMILY = "eagle3-drafter-guards"  # sglang: switches and a missing d2t refused at load
-LOUD_FC_FAMILY = "eagle3-loud-fc-skip"  # sglang: an fc handed fewer features than it takes raises
 
 # The targets whose model carries the DeepSeek MLA decoder (and its aux capture, or not).
 K25_TARGET = "KimiK25ForConditionalGeneration"
 MLA_TARGETS = ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", K25_TARGET)
-KIMI_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", K25_TARGET})
 # The targets whose EAGLE-3 capture is DeepseekV2ForCausalLM's (the K2.5 wrapper delegates to it).
-DEEPSEEK_V2_MODEL_ARCHITECTURES = KIMI_ARCHITECTURES | {"DeepseekV2ForCausalLM", "DeepseekV32ForCausalLM"}
+DEEPSEEK_V2_MODEL_ARCHITECTURES = frozenset({"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                                             K25_TARGET})
 
 
 # A family's state as ``Ask.state`` returns it (patcher.core.plan.State, a str enum of these words;

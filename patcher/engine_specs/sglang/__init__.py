@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from patcher.engine_specs.base import (
     AUX_IDS_FAMILY,
-    K25_CAPTURE_FAMILY,
     K25_TARGET,
     MAPS_LAYERS0,
-    SGLANG_GUARDS_FAMILY,
     CpuEnvLine,
     CpuImport,
     DrafterReading,
@@ -23,6 +21,8 @@ from patcher.engine_specs.base import (
 from patcher.engine_specs.sglang import environ, fusion
 from patcher.engine_specs.sglang.drafter import (
     EAGLE3_FLAGS,
+    K25_CAPTURE_FAMILY,
+    SGLANG_GUARDS_FAMILY,
     eagle_run,
     flag_check,
     ids_taken,

@@ -9,10 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from patcher.engine_specs.base import (
-    K25_CAPTURE_FAMILY,
     K25_TARGET,
     KEYS_FAMILY,
-    LOUD_FC_FAMILY,
     Ask,
     IdsTaken,
     NoCapture,
@@ -21,6 +19,9 @@ from patcher.engine_specs.base import (
 )
 from patcher.findings import Finding, hint, ok, problem
 
+K25_CAPTURE_FAMILY = "k25-aux-capture"  # the Kimi-K2.5 wrapper forwards the EAGLE-3 hooks
+SGLANG_GUARDS_FAMILY = "eagle3-drafter-guards"  # switches and a missing d2t refused at load
+LOUD_FC_FAMILY = "eagle3-loud-fc-skip"  # an fc handed fewer features than it takes raises
 EAGLE3_FLAGS = "--speculative-algorithm EAGLE3"
 
 

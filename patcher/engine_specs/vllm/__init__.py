@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from patcher.engine_specs.base import (
     EAGLE31_FAMILY,
-    MLA_CAPTURE_FAMILY,
     MLA_TARGETS,
     MULTI_LAYER_LLAMA,
     V1,
@@ -21,6 +20,7 @@ from patcher.engine_specs.base import (
 from patcher.engine_specs.vllm import envs, runners
 from patcher.engine_specs.vllm.drafter import (
     EAGLE3_FLAGS,
+    MLA_CAPTURE_FAMILY,
     SINCE,
     eagle_run,
     flag_check,

@@ -13,18 +13,15 @@ from typing import Any
 
 from patcher.engine_specs.base import (
     CONFIG_AUX_IDS_FAMILY,
-    MLA_CAPTURE_FAMILY,
     MLA_TARGETS,
     MULTI_LAYER_LLAMA,
     SKIPS_INPUT_NORM,
     SPECULATORS,
     SPECULATORS_CONFIG,
     V1,
-    V1_EAGLE_CONFIG_IDS,
     V2,
     V2_AUX,
     V2_EAGLE_LAYER_IDS,
-    V2_RUNNER,
     Ask,
     IdsTaken,
     NoCapture,
@@ -35,6 +32,9 @@ from patcher.engine_specs.base import (
 )
 from patcher.findings import Finding, hint, ok, problem, unknown
 
+MLA_CAPTURE_FAMILY = "mla-aux-capture"  # DeepSeek/Kimi targets capture aux states (upstream 0.18.0)
+V2_RUNNER = "has the v2 model runner"  # vllm/v1/worker/gpu/, VLLM_USE_V2_MODEL_RUNNER=1
+V1_EAGLE_CONFIG_IDS = "v1 reads eagle_config ids"
 EAGLE3_FLAGS = """--speculative-config '{"method": "eagle3", "model": "DRAFTER", "num_speculative_tokens": 3}'"""
 # The first release with each behaviour the drafter checks ask about.
 SINCE = {SPECULATORS_CONFIG: "0.10.1.1", MULTI_LAYER_LLAMA: "0.11.1", V2_RUNNER: "0.12.0", V2_AUX: "0.17.0",

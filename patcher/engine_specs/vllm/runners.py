@@ -22,7 +22,7 @@ from packaging.version import Version
 
 from patcher.engine_specs.base import (
     DEEPSEEK_V2_MODEL_ARCHITECTURES,
-    KIMI_ARCHITECTURES,
+    K25_TARGET,
     V1,
     V2,
     Ask,
@@ -45,6 +45,7 @@ V2_RUNNER_EAGLE3_SINCE = Version("0.17.0")
 # DeepSeek-V3 or Kimi; from 0.29.0 v2 for every model (on CUDA with Triton), unless the launch
 # uses a feature v2 lacks (e.g. EAGLE-3 with pipeline parallelism).
 V2_RUNNER_DEFAULT_SINCE = Version("0.29.0")
+KIMI_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", K25_TARGET})
 V2_ENV_TRISTATE_SINCE = Version("0.22.0")  # only where no envs.py is at hand to read the default from
 # 0.29.0 lists "EAGLE3 with pipeline parallelism" among the features v2 lacks, so such a launch
 # stays on v1 there; 0.30.0 dropped the entry.
