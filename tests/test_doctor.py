@@ -24,7 +24,7 @@ from patcher.engine_specs.sglang import fusion as sglang_fusion
 from patcher.engine_specs.vllm import envs as vllm_envs
 from patcher.engine_specs.vllm import runners as vllm_run
 from patcher.errors import LaunchUsageError
-from patcher.launch import launch_checks
+from patcher.launch import command_checks, launch_checks
 from patcher.maintainer import wheels
 from patcher.release.launch_command import parse
 from patcher.release.release import FamilyState, from_version
@@ -108,6 +108,20 @@ def test_not_a_launch_is_a_usage_error(command: list[str], what: str) -> None:
     with pytest.raises(LaunchUsageError) as exc:
         parse(command)
     assert exc.value.what == what and exc.value.exit_code == 2
+    forms = [f"{' '.join(w)} " for s in engine_specs.ALL for w in s.launch.serve_commands] + [
+        f"python -m {s.launch.modules[0]} " for s in engine_specs.ALL]
+    assert all(form in exc.value.wanted for form in forms), exc.value.wanted  # every engine's ways in
+
+
+@pytest.mark.parametrize(("line", "target", "drafter"), [
+    (["vllm", "serve"], "vllm serve T or --model T", '"model": "D" in --speculative-config'),
+    (["python", "-m", "sglang.launch_server"], "--model-path T", "--speculative-draft-model-path D"),
+])
+def test_a_missing_model_or_drafter_is_asked_for_in_the_engines_own_spelling(line, target, drafter) -> None:
+    cmd = parse(line)
+    found = {f.code: f.wanted for f in command_checks.path_findings(cmd, command_checks.Method(
+        command_checks.EAGLE, "EAGLE3", "EAGLE3"))}
+    assert found == {"launch.target": target, "launch.drafter": drafter}
 
 
 @pytest.mark.parametrize("argv", [["doctor"], ["doctor", "--"], ["doctor", "--", "ls"]])

@@ -109,20 +109,24 @@ def _looks_like_hub_id(value: str) -> bool:
 
 def path_findings(cmd: LaunchCommand, method: Method) -> list[Finding]:
     out = []
+    launch = cmd.spec.launch  # the wanted forms are this engine's own spellings
+    model = launch.spellings["model"][0]
+    target_form = f"{' '.join(launch.serve_commands[0])} T or {model} T" if launch.serve_takes_model else f"{model} T"
+    draft_form = (f"{launch.spellings['draft'][0]} D" if "draft" in launch.spellings else
+                  f'"model": "D" in {launch.method_option[0]}')
+    eagle3_form = launch.eagle3_flags.replace("DRAFTER", "D") + (
+        f" {launch.spellings['draft'][0]} D" if "draft" in launch.spellings else "")
     for code, what, value in (("launch.target", "target", cmd.target), ("launch.drafter", "drafter", cmd.drafter)):
         if value is None:
             if what == "target":
-                out.append(problem(code, "the command names no model", wanted="--model-path T (SGLang), "
-                                   "vllm serve T or --model T (vLLM)", found="(absent)"))
+                out.append(problem(code, "the command names no model", wanted=target_form, found="(absent)"))
             elif method.kind == EAGLE and method.name is not None:
-                flag = cmd.spec.launch.method_option[0]
+                flag = launch.method_option[0]
                 out.append(problem(code, f"{flag} {method.written} without a drafter path: the EAGLE-3 launch "
-                                   "has no draft model", wanted="--speculative-draft-model-path D (SGLang), "
-                                   '"model": "D" in --speculative-config (vLLM)', found="(absent)"))
+                                   "has no draft model", wanted=draft_form, found="(absent)"))
             elif method.kind == NONE:
                 out.append(hint(code, "the command names no drafter: speculative decoding is off, nothing of "
-                                "EAGLE-3 is checked", wanted="--speculative-draft-model-path D (SGLang), "
-                                '--speculative-config \'{"method": "eagle3", "model": "D", ...}\' (vLLM)'))
+                                "EAGLE-3 is checked", wanted=eagle3_form))
             continue  # MTP and other methods: their own line says what drafts
         path = Path(value).expanduser()
         if path.is_dir():
