@@ -24,7 +24,7 @@ from patcher.engine_specs.sglang import fusion as sglang_fusion
 from patcher.engine_specs.vllm import envs as vllm_envs
 from patcher.engine_specs.vllm import runners as vllm_run
 from patcher.errors import LaunchUsageError
-from patcher.launch import command_checks, launch_checks
+from patcher.launch import command_checks
 from patcher.maintainer import wheels
 from patcher.release.launch_command import parse
 from patcher.release.release import FamilyState, from_version
@@ -146,7 +146,7 @@ environment_variables = {
 def test_env_defaults_are_read_from_the_installs_envs_py(tmp_path: Path) -> None:
     (tmp_path / "vllm").mkdir()
     (tmp_path / "vllm" / "envs.py").write_text(ENVS_PY)
-    got = launch_checks.variables(engine_specs.spec("vllm"), tmp_path)
+    got = command_checks.variables(engine_specs.spec("vllm"), tmp_path)
     assert got[vllm_envs.V2_RUNNER_ENV] == base.EnvVar(vllm_envs.V2_RUNNER_ENV, True, "0")
     assert got[vllm_envs.FLASHINFER_ALLREDUCE_ENV].read is False
 

@@ -9,7 +9,7 @@ from packaging.version import Version
 
 from patcher import engine_specs
 from patcher.core import manifest, matrix
-from patcher.launch import launch_checks
+from patcher.launch import command_checks
 from patcher.maintainer import cpu_env
 
 ENGINES = engine_specs.NAMES
@@ -56,7 +56,7 @@ def test_each_cpu_env_line_has_its_lock_file_and_lines_follow_each_other(engine)
 def test_launch_and_registry_facts_are_well_formed(engine):
     spec = engine_specs.spec(engine)
     assert spec.env is not None and spec.env.names and all(n.isupper() for n in spec.env.names)
-    assert launch_checks.variables(spec, None) == {}  # no install, nothing read
+    assert command_checks.variables(spec, None) == {}  # no install, nothing read
     for name, spellings in spec.launch.spellings.items():
         assert spellings and all(s.startswith("-") for s in spellings), name
     for arch, since in spec.registered_since.items():

@@ -21,7 +21,7 @@ from patcher.engine_specs.sglang import environ as sglang_environ
 from patcher.engine_specs.sglang import fusion as sglang_fusion
 from patcher.engine_specs.vllm import envs as vllm_envs
 from patcher.engine_specs.vllm import runners as vllm_run
-from patcher.launch import launch_checks
+from patcher.launch import command_checks
 from patcher.maintainer import wheels
 from patcher.release import launch_facts
 
@@ -52,7 +52,7 @@ def test_the_sample_is_made_of_covered_releases() -> None:
 @pytest.mark.wheels
 @pytest.mark.parametrize(("engine", "version"), releases("vllm"))
 def test_vllm_env_defaults(engine: str, version: str) -> None:
-    got = launch_checks.variables(engine_specs.spec(engine), wheels.tree(engine, version))
+    got = command_checks.variables(engine_specs.spec(engine), wheels.tree(engine, version))
     v2, fi = got[vllm_envs.V2_RUNNER_ENV], got[vllm_envs.FLASHINFER_ALLREDUCE_ENV]
     v = Version(version)
     # VLLM_USE_V2_MODEL_RUNNER: from 0.12.0, "0" until 0.21.0, tri-state (None) from 0.22.0
@@ -103,7 +103,7 @@ def test_v2_runner_default_by_architecture_until_0_29_0(engine: str, version: st
 @pytest.mark.wheels
 @pytest.mark.parametrize(("engine", "version"), releases("sglang"))
 def test_sglang_spec_v2_env_default(engine: str, version: str) -> None:
-    var = launch_checks.variables(engine_specs.spec(engine), wheels.tree(engine, version))[sglang_environ.SPEC_V2_ENV]
+    var = command_checks.variables(engine_specs.spec(engine), wheels.tree(engine, version))[sglang_environ.SPEC_V2_ENV]
     v = Version(version)
     # declared 0.5.4.post1-0.5.13.post1, on by default from 0.5.11; 0.5.14 removed it (the V2 worker always runs)
     assert (var.read, var.default) == ((False, None) if v < Version("0.5.4.post1") else (True, "False")
@@ -212,7 +212,7 @@ def test_environment_values_are_parsed_as_the_release_parses_them(engine: str, v
     """env.*: the release's own envs.py entry (vLLM) or EnvField.parse (SGLang), run on a value."""
     site, spec = wheels.tree(engine, version), engine_specs.spec(engine)
     name = vllm_envs.V2_RUNNER_ENV if engine == "vllm" else sglang_environ.SPEC_V2_ENV
-    var = launch_checks.variables(spec, site).get(name)
+    var = command_checks.variables(spec, site).get(name)
     if var is None or not var.read or var.only is not None:
         # not declared (or, vLLM 0.34.0, only start-up's check reads it: launch.runner judges it)
         assert spec.env.parse(site, name, {name: "true"}) is None or engine == "sglang"

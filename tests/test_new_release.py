@@ -24,7 +24,7 @@ from patcher.engine_specs.vllm import envs as vllm_envs
 from patcher.engine_specs.vllm import runners as vllm_run
 from patcher.environment import engines
 from patcher.installer import actions
-from patcher.launch import launch_checks
+from patcher.launch import command_checks
 from patcher.maintainer import leave_out, wheels
 from patcher.maintainer.port_proof import scratch_site
 from tests.support.tiers import release_param
@@ -128,7 +128,7 @@ def test_which_runners_a_release_ships_is_read_from_its_files(version, runners, 
     site = wheels.tree("vllm", version)
     assert vllm_run.vllm_runners(Version(version), site) == runners
     assert vllm_envs.v2_env_refused(site) is refused
-    var = launch_checks.variables(engine_specs.spec("vllm"), site)[vllm_envs.V2_RUNNER_ENV]
+    var = command_checks.variables(engine_specs.spec("vllm"), site)[vllm_envs.V2_RUNNER_ENV]
     assert (var.only == "1") is refused
     got = vllm_run.vllm_runner(Version(version), {vllm_envs.V2_RUNNER_ENV: "0"}, var, ("DeepseekV3ForCausalLM",),
                                    runners=runners, refuses_v2_env=refused)

@@ -1,6 +1,6 @@
 """``doctor``'s judgement of one server command: the install verified, the launch's flags and
-environment checked against the release (``launch_checks``), the drafter checked; one verdict,
-returned as a report (``doctor``).
+environment checked against the release (``command_checks``, and the engine's own launch checks),
+the drafter checked; one verdict, returned as a report (``doctor``).
 
 May import: errors, findings, engine_specs, environment, core, probes, installer, release, drafter.
 """

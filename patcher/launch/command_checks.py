@@ -1,8 +1,11 @@
 """What the command asks for, as the release reads it: how the line was read (the release's own
 parser, or doctor's exact spellings where it does not import) and which speculative method runs
-(``launch.parse``, ``flags.algorithm`` for methods doctor does not check, ``launch.mtp``), and
-whether the target and drafter it names exist (``launch.target``, ``launch.drafter``). ``doctor``
-asks ``method_of`` which checks apply: the drafter check runs for EAGLE and EAGLE-3 alone.
+(``launch.parse``, ``flags.algorithm`` for methods doctor does not check, ``launch.mtp``), whether
+the target and drafter it names exist (``launch.target``, ``launch.drafter``), and the environment
+variables the engine module says doctor reads, as the install declares them and as the release
+parses the value given (``env.*``). ``doctor`` asks ``method_of`` which checks apply: the drafter
+check runs for EAGLE and EAGLE-3 alone. What only one engine's server does with the command lives in
+its module (``Launch.checks``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patcher.drafter.configs import TargetConfig
+from patcher.engine_specs.base import EngineSpec, EnvParsed, EnvVar
 from patcher.findings import Finding, hint, ok, problem, unknown
 from patcher.release import launch_facts, release_parser
 from patcher.release.launch_command import LaunchCommand, method_given
@@ -141,4 +145,54 @@ def path_findings(cmd: LaunchCommand, method: Method) -> list[Finding]:
         else:
             out.append(problem(code, f"the {what} folder {value} does not exist: the server stops at load",
                                wanted="an existing folder", found="missing"))
+    return out
+
+
+# The environment variables the release reads ----------------------------------------------------
+
+def variables(spec: EngineSpec, site: Path | None) -> dict[str, EnvVar]:
+    """The variables doctor reads for the engine, as the install at ``site`` declares them."""
+    return spec.env.read(site) if spec.env is not None and site is not None else {}
+
+
+def _parsed(spec: EngineSpec, site: Path | None, name: str, env: dict[str, str]) -> EnvParsed | None:
+    """The release's own parsing of ``env[name]``; None: not runnable here."""
+    return spec.env.parse(site, name, env) if spec.env is not None and site is not None else None
+
+
+def env_findings(variables: dict[str, EnvVar], env: dict[str, str],
+                 cmd: LaunchCommand, site: Path | None = None) -> list[Finding]:
+    out = []
+    for name, var in variables.items():
+        code = f"env.{name}"
+        given = "in the command" if name in cmd.env else "in the environment"
+        parsed = _parsed(cmd.spec, site, name, env) if name in env and var.read else None
+        if parsed is not None and parsed.raises:
+            out.append(problem(code, f"{name}={env[name]} ({given}): {parsed.how}, and that raises "
+                               f"{parsed.raises}: the server stops at start-up", wanted=parsed.wanted,
+                               found=f"{name}={env[name]}", hint=f"set {name} to {parsed.wanted}, or unset it"))
+            continue
+        if parsed is not None and parsed.ignored:
+            out.append(hint(code, f"{name}={env[name]} ({given}): {parsed.how}, which ignores it with a warning "
+                            f"({parsed.ignored}) and uses the default {var.default!r}", wanted=parsed.wanted,
+                            found=f"{name}={env[name]}"))
+            continue
+        if var.only is not None:  # the one value start-up accepts; launch.runner says what any other does
+            if name not in env:
+                out.append(ok(code, f"{name} is not set: the release has one model runner and start-up checks it"))
+            elif env[name] == var.only:
+                out.append(ok(code, f"{name}={env[name]} ({given}): redundant, the release has one model runner"))
+            continue
+        if not var.read:
+            if name in env:
+                out.append(hint(code, f"{name}={env[name]} is set {given}, but this release does not read it",
+                                found=f"{name}={env[name]}"))
+            continue
+        if name in env:
+            default = f"default {var.default!r}" if var.default is not None else "no default"
+            out.append(ok(code, f"{name}={env[name]} ({given}; {default})"))
+        elif var.default is not None:
+            out.append(ok(code, f"{name} is not set: the release's default {var.default!r}"))
+        else:
+            out.append(ok(code, f"{name} is not set, and the release has no default for it (it decides by itself)"))
     return out

@@ -3,9 +3,9 @@
 Built on the other commands, never beside them: the engine state is ``actions.verify``'s report
 (probes only when asked), the drafter is judged by the drafter check's own entry point
 (``drafter.checks.check_drafter``) with the command's flags, and what only the whole command
-shows comes from three places: the shared checks (the environment variables the release reads,
-paths that do not exist, another engine than the one installed: ``launch_checks``,
-``command_checks``), and the engine module's own (``Launch.checks``, each handed a
+shows comes from two places: the shared checks (how the line was read, the method, paths that do
+not exist, the environment variables the release reads: ``command_checks``; another engine than
+the one installed: here), and the engine module's own (``Launch.checks``, each handed a
 ``LaunchContext``: vLLM's model runner, SGLang's allreduce fusion and two-batch overlap).
 Returns a report; never prints.
 """
@@ -26,7 +26,7 @@ from patcher.environment import engines
 from patcher.errors import NotInstalled, PatcherError
 from patcher.findings import PROBLEM, UNKNOWN, Finding, ok, problem
 from patcher.installer import actions
-from patcher.launch import command_checks, launch_checks
+from patcher.launch import command_checks
 from patcher.release import launch_facts, release_parser
 from patcher.release.launch_command import LaunchCommand, effective_env
 from patcher.release.release import Release, from_statuses, located_by
@@ -121,14 +121,14 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     launch.insert(0, ok("launch.engine", f"the command starts {cmd.engine}; {release.label()} is installed at "
                                          f"{install.site}{by}"))
     env = effective_env(cmd, environ)
-    variables = launch_checks.variables(cmd.spec, install.site)
+    variables = command_checks.variables(cmd.spec, install.site)
     cmd, reading = release_parser.read(cmd, install)
     launch.append(command_checks.reading_finding(reading, release))
     if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs
         return DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                             launch, probes=probes)
     launch += _entry_findings(cmd, install, release)
-    launch += launch_checks.env_findings(variables, env, cmd, install.site)
+    launch += command_checks.env_findings(variables, env, cmd, install.site)
     unreadable: list[Finding] = []
     target = _target_config(cmd, unreadable)
     method = command_checks.method_of(release, cmd, target)
@@ -190,7 +190,7 @@ def _target_config(cmd: LaunchCommand, launch: list[Finding]) -> TargetConfig | 
 
 def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig | None) -> list[Finding]:
     if cmd.drafter is None or not Path(cmd.drafter).expanduser().is_dir():
-        return []  # launch_checks.path_findings said why
+        return []  # command_checks.path_findings said why
     folder = Path(cmd.drafter).expanduser()
     try:
         ckpt = read_checkpoint(folder)
