@@ -20,9 +20,8 @@ from packaging.version import Version
 from patcher import engine_specs
 from patcher.cli.main import main
 from patcher.engine_specs import base
-from patcher.engine_specs.sglang import fusion as sglang_fusion
-from patcher.engine_specs.vllm import envs as vllm_envs
-from patcher.engine_specs.vllm import runners as vllm_run
+from patcher.engine_specs.sglang import launch as sglang_launch
+from patcher.engine_specs.vllm import launch as vllm_launch
 from patcher.errors import LaunchUsageError
 from patcher.launch import command_checks
 from patcher.maintainer import wheels
@@ -34,11 +33,11 @@ from tests.test_drafter_release import k2_target
 
 def fusion_findings(release, cmd, target):
     """SGLang's fusion check, as doctor hands it a launch (no environment read)."""
-    return sglang_fusion.fusion_findings(base.LaunchContext(release, cmd, target, {}, {}))
+    return sglang_launch.fusion_findings(base.LaunchContext(release, cmd, target, {}, {}))
 
 
 def two_batch_overlap_findings(release, cmd, target):
-    return sglang_fusion.two_batch_overlap_findings(base.LaunchContext(release, cmd, target, {}, {}))
+    return sglang_launch.two_batch_overlap_findings(base.LaunchContext(release, cmd, target, {}, {}))
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -147,8 +146,8 @@ def test_env_defaults_are_read_from_the_installs_envs_py(tmp_path: Path) -> None
     (tmp_path / "vllm").mkdir()
     (tmp_path / "vllm" / "envs.py").write_text(ENVS_PY)
     got = command_checks.variables(engine_specs.spec("vllm"), tmp_path)
-    assert got[vllm_envs.V2_RUNNER_ENV] == base.EnvVar(vllm_envs.V2_RUNNER_ENV, True, "0")
-    assert got[vllm_envs.FLASHINFER_ALLREDUCE_ENV].read is False
+    assert got[vllm_launch.V2_RUNNER_ENV] == base.EnvVar(vllm_launch.V2_RUNNER_ENV, True, "0")
+    assert got[vllm_launch.FLASHINFER_ALLREDUCE_ENV].read is False
 
 
 K2 = ("DeepseekV3ForCausalLM",)
@@ -173,17 +172,17 @@ def test_vllm_runner(version: str, env: dict, archs: tuple | None, runner: str) 
     v = Version(version)
     read = v >= Version("0.12.0")
     default = None if v >= Version("0.22.0") else "0"  # tri-state from 0.22.0 (proven on the trees below)
-    var = base.EnvVar(vllm_envs.V2_RUNNER_ENV, read, default if read else None)
+    var = base.EnvVar(vllm_launch.V2_RUNNER_ENV, read, default if read else None)
     pp = env.pop("PP", None) is not None
-    assert vllm_run.vllm_runner(v, env, var, archs, eagle3_pp=pp).name == runner
+    assert vllm_launch.vllm_runner(v, env, var, archs, eagle3_pp=pp).name == runner
 
 
 def _sglang(version: str, fused_state: str | None = None):
     release = from_version("sglang", Version(version))
     if fused_state is None:
         return release
-    others = [f for f in release.families if f.family.name != sglang_fusion.FUSED_CAPTURE_FAMILY]
-    family = replace(release.families[0].family, name=sglang_fusion.FUSED_CAPTURE_FAMILY)
+    others = [f for f in release.families if f.family.name != sglang_launch.FUSED_CAPTURE_FAMILY]
+    family = replace(release.families[0].family, name=sglang_launch.FUSED_CAPTURE_FAMILY)
     return replace(release, families=(*others, FamilyState(family, fused_state, "stand-in")))
 
 
@@ -232,7 +231,7 @@ def test_sglang_fused_allreduce_capture(version, state, arch, extra, level, in_h
     assert (f.code, f.level) == ("launch.allreduce_fusion", level)
     assert in_hint in f.hint
     if state is not None:
-        assert f"sglang/{sglang_fusion.FUSED_CAPTURE_FAMILY} {state}" in f.message
+        assert f"sglang/{sglang_launch.FUSED_CAPTURE_FAMILY} {state}" in f.message
 
 
 def test_explicit_fusion_flag_is_named_in_the_problem() -> None:
@@ -255,7 +254,7 @@ def _tbo_release(version: str, state: str | None):
     release = from_version("sglang", Version(version))
     if state is None:
         return release
-    return replace(release, families=tuple(replace(f, state=state) if f.family.name == sglang_fusion.TBO_CAPTURE_FAMILY
+    return replace(release, families=tuple(replace(f, state=state) if f.family.name == sglang_launch.TBO_CAPTURE_FAMILY
                                            else f for f in release.families))
 
 

@@ -1,5 +1,6 @@
 """The launch facts against the published wheels, every constant release by release: the engine
-modules' env rules, vLLM's runners, SGLang's fusion, and patcher/release/launch_facts.py.
+modules' launch rules (env, vLLM's runners, SGLang's fusion) and patcher/launch/command_checks.py's
+release facts (MTP, console scripts).
 
 The default tier reads the releases on each side of every boundary a constant claims; the rest
 of the covered releases run with ``pytest --full`` (tests/conftest.py). Each test reads the
@@ -17,15 +18,12 @@ from packaging.version import Version
 from patcher import engine_specs
 from patcher.core import matrix
 from patcher.engine_specs import base
-from patcher.engine_specs.sglang import environ as sglang_environ
-from patcher.engine_specs.sglang import fusion as sglang_fusion
-from patcher.engine_specs.vllm import envs as vllm_envs
-from patcher.engine_specs.vllm import runners as vllm_run
+from patcher.engine_specs.sglang import launch as sglang_launch
+from patcher.engine_specs.vllm import launch as vllm_launch
 from patcher.launch import command_checks
 from patcher.maintainer import wheels
-from patcher.release import launch_facts
 
-# The releases on each side of every boundary in launch_facts (and the newest covered one).
+# The releases on each side of every boundary a launch fact claims (and the newest covered one).
 SAMPLE = {
     "vllm": {"0.11.2", "0.12.0", "0.16.0", "0.17.0", "0.21.0", "0.22.0", "0.28.0", "0.29.0", "0.30.0", "0.33.0"},
     "sglang": {"0.5.4.post1", "0.5.4.post2", "0.5.4.post3", "0.5.5", "0.5.6.post2", "0.5.7", "0.5.8.post1",
@@ -53,7 +51,7 @@ def test_the_sample_is_made_of_covered_releases() -> None:
 @pytest.mark.parametrize(("engine", "version"), releases("vllm"))
 def test_vllm_env_defaults(engine: str, version: str) -> None:
     got = command_checks.variables(engine_specs.spec(engine), wheels.tree(engine, version))
-    v2, fi = got[vllm_envs.V2_RUNNER_ENV], got[vllm_envs.FLASHINFER_ALLREDUCE_ENV]
+    v2, fi = got[vllm_launch.V2_RUNNER_ENV], got[vllm_launch.FLASHINFER_ALLREDUCE_ENV]
     v = Version(version)
     # VLLM_USE_V2_MODEL_RUNNER: from 0.12.0, "0" until 0.21.0, tri-state (None) from 0.22.0
     assert (v2.read, v2.default) == ((False, None) if v < Version("0.12.0") else (True, "0") if v < Version("0.22.0")
@@ -68,7 +66,7 @@ def test_vllm_env_defaults(engine: str, version: str) -> None:
 def test_v2_runner_feeds_eagle3_aux_states_from_0_17_0(engine: str, version: str) -> None:
     runner = wheels.tree(engine, version) / "vllm" / "v1" / "worker" / "gpu" / "model_runner.py"
     feeds = "set_eagle3_aux_hidden_state_layers" in runner.read_text()
-    assert feeds == (Version(version) >= vllm_run.V2_RUNNER_EAGLE3_SINCE)
+    assert feeds == (Version(version) >= vllm_launch.V2_RUNNER_EAGLE3_SINCE)
 
 
 def _default_v2_architectures(tree: Path) -> frozenset[str]:
@@ -88,22 +86,22 @@ def test_v2_runner_default_by_architecture_until_0_29_0(engine: str, version: st
     fn = next((n for n in ast.walk(ast.parse(source))
                if isinstance(n, ast.FunctionDef) and n.name == "use_v2_model_runner"), None)
     if fn is None:  # 0.34.0: no choice left, v2 is the only runner the release ships
-        assert vllm_run.vllm_runners(Version(version), tree) == ("v2",)
-        assert vllm_run.default_v2_architectures(tree) is None
+        assert vllm_launch.vllm_runners(Version(version), tree) == ("v2",)
+        assert vllm_launch.default_v2_architectures(tree) is None
         return
     by_architecture = "_is_default_v2_model_runner_model" in ast.unparse(fn)
-    assert by_architecture == (Version(version) < vllm_run.V2_RUNNER_DEFAULT_SINCE)
+    assert by_architecture == (Version(version) < vllm_launch.V2_RUNNER_DEFAULT_SINCE)
     # the list the check reads from the release is the one this test reads, where the release uses one
-    assert (vllm_run.default_v2_architectures(tree) is not None) == by_architecture
+    assert (vllm_launch.default_v2_architectures(tree) is not None) == by_architecture
     if by_architecture:
-        assert not _default_v2_architectures(tree) & vllm_run.KIMI_ARCHITECTURES
-        assert vllm_run.default_v2_architectures(tree) == _default_v2_architectures(tree)
+        assert not _default_v2_architectures(tree) & vllm_launch.KIMI_ARCHITECTURES
+        assert vllm_launch.default_v2_architectures(tree) == _default_v2_architectures(tree)
 
 
 @pytest.mark.wheels
 @pytest.mark.parametrize(("engine", "version"), releases("sglang"))
 def test_sglang_spec_v2_env_default(engine: str, version: str) -> None:
-    var = command_checks.variables(engine_specs.spec(engine), wheels.tree(engine, version))[sglang_environ.SPEC_V2_ENV]
+    var = command_checks.variables(engine_specs.spec(engine), wheels.tree(engine, version))[sglang_launch.SPEC_V2_ENV]
     v = Version(version)
     # declared 0.5.4.post1-0.5.13.post1, on by default from 0.5.11; 0.5.14 removed it (the V2 worker always runs)
     assert (var.read, var.default) == ((False, None) if v < Version("0.5.4.post1") else (True, "False")
@@ -115,8 +113,8 @@ def test_sglang_spec_v2_env_default(engine: str, version: str) -> None:
 @pytest.mark.parametrize(("engine", "version"), releases("sglang"))
 def test_fusion_disable_flag_in_0_5_10_to_0_5_13_post1(engine: str, version: str) -> None:
     args = wheels.tree(engine, version) / "sglang" / "srt" / "server_args.py"
-    has = args.exists() and f'"{sglang_fusion.FUSION_DISABLE_FLAG}"' in args.read_text()
-    assert has == sglang_fusion.has_fusion_disable_flag(Version(version))
+    has = args.exists() and f'"{sglang_launch.FUSION_DISABLE_FLAG}"' in args.read_text()
+    assert has == sglang_launch.has_fusion_disable_flag(Version(version))
 
 
 def _auto_enable_block(text: str) -> str:
@@ -131,12 +129,12 @@ def _auto_enable_block(text: str) -> str:
 @pytest.mark.parametrize(("engine", "version"), releases("sglang", since="0.5.4.post2", below="0.5.14"))
 def test_auto_fusion_targets_and_gpus(engine: str, version: str) -> None:
     v = Version(version)
-    assert sglang_fusion.fused_capture_bug_by_version(v)
+    assert sglang_launch.fused_capture_bug_by_version(v)
     text = (wheels.tree(engine, version) / "sglang" / "srt" / "server_args.py").read_text()
     block = _auto_enable_block(text)
     assert "not self.enable_dp_attention" in block  # doctor's DP-attention exemption
-    for arch in sorted(vllm_run.KIMI_ARCHITECTURES):
-        gpus = sglang_fusion.auto_fusion_gpus(v, arch)
+    for arch in sorted(vllm_launch.KIMI_ARCHITECTURES):
+        gpus = sglang_launch.auto_fusion_gpus(v, arch)
         assert (f'"{arch}"' in block) == (gpus is not None), arch
         if gpus == "SM90/SM100":
             assert "is_sm90_supported()" in block, arch
@@ -152,7 +150,7 @@ def test_sglang_serve_is_there_where_the_release_declares_its_console_script(eng
     tree = wheels.tree(engine, version)
     dist_info = next(tree.glob(f"sglang-{version}.dist-info"))
     serve = tree / "sglang" / "cli" / "serve.py"
-    assert serve.exists() == ("sglang" in (launch_facts.console_scripts(dist_info) or ())) \
+    assert serve.exists() == ("sglang" in (command_checks.console_scripts(dist_info) or ())) \
         == (Version(version) >= Version("0.5.5"))
 
 
@@ -161,7 +159,7 @@ def test_sglang_serve_is_there_where_the_release_declares_its_console_script(eng
 def test_v2_runner_falls_back_for_eagle3_with_pipeline_parallelism_only_in_0_29_0(engine: str, version: str) -> None:
     text = (wheels.tree(engine, version) / "vllm" / "config" / "vllm.py").read_text()
     fallback = '"EAGLE3 with pipeline parallelism"' in text
-    assert fallback == base.contains(vllm_run.V2_EAGLE3_PP_FALLBACK, Version(version))
+    assert fallback == base.contains(vllm_launch.V2_EAGLE3_PP_FALLBACK, Version(version))
 
 
 @pytest.mark.parametrize(("engine", "version"), releases("vllm") + releases("sglang"))
@@ -170,10 +168,10 @@ def test_mtp_methods_and_targets_are_read_from_every_release(engine: str, versio
     model that loads DeepSeek-V3's MTP layer; SGLang resolves NEXTN to EAGLE and, for a
     DeepSeek-V3 target without a draft model, sets the draft model to the target."""
     site = wheels.tree(engine, version)
-    targets = launch_facts.mtp_target_architectures(engine_specs.spec(engine), site)
+    targets = command_checks.mtp_target_architectures(engine_specs.spec(engine), site)
     assert targets is not None and "DeepseekV3ForCausalLM" in targets, targets
     if engine == "vllm":
-        assert "deepseek_mtp" in launch_facts.mtp_methods(engine_specs.spec(engine), site)
+        assert "deepseek_mtp" in command_checks.mtp_methods(engine_specs.spec(engine), site)
         assert "class DeepSeekMTP" in (site / "vllm/model_executor/models/deepseek_mtp.py").read_text()
     else:
         text = "".join(p.read_text() for rel in engine_specs.spec(engine).launch.mtp_arch_lists
@@ -211,7 +209,7 @@ def test_no_release_builds_a_moe_eagle3_drafter(engine: str, version: str) -> No
 def test_environment_values_are_parsed_as_the_release_parses_them(engine: str, version: str) -> None:
     """env.*: the release's own envs.py entry (vLLM) or EnvField.parse (SGLang), run on a value."""
     site, spec = wheels.tree(engine, version), engine_specs.spec(engine)
-    name = vllm_envs.V2_RUNNER_ENV if engine == "vllm" else sglang_environ.SPEC_V2_ENV
+    name = vllm_launch.V2_RUNNER_ENV if engine == "vllm" else sglang_launch.SPEC_V2_ENV
     var = command_checks.variables(spec, site).get(name)
     if var is None or not var.read or var.only is not None:
         # not declared (or, vLLM 0.34.0, only start-up's check reads it: launch.runner judges it)

@@ -20,8 +20,7 @@ from packaging.version import Version
 from patcher import engine_specs
 from patcher.core import manifest, matrix, plan, release_files, scope
 from patcher.core.plan import State
-from patcher.engine_specs.vllm import envs as vllm_envs
-from patcher.engine_specs.vllm import runners as vllm_run
+from patcher.engine_specs.vllm import launch as vllm_launch
 from patcher.environment import engines
 from patcher.installer import actions
 from patcher.launch import command_checks
@@ -126,14 +125,14 @@ def test_which_runners_a_release_ships_is_read_from_its_files(version, runners, 
     from packaging.version import Version
 
     site = wheels.tree("vllm", version)
-    assert vllm_run.vllm_runners(Version(version), site) == runners
-    assert vllm_envs.v2_env_refused(site) is refused
-    var = command_checks.variables(engine_specs.spec("vllm"), site)[vllm_envs.V2_RUNNER_ENV]
+    assert vllm_launch.vllm_runners(Version(version), site) == runners
+    assert vllm_launch.v2_env_refused(site) is refused
+    var = command_checks.variables(engine_specs.spec("vllm"), site)[vllm_launch.V2_RUNNER_ENV]
     assert (var.only == "1") is refused
-    got = vllm_run.vllm_runner(Version(version), {vllm_envs.V2_RUNNER_ENV: "0"}, var, ("DeepseekV3ForCausalLM",),
+    got = vllm_launch.vllm_runner(Version(version), {vllm_launch.V2_RUNNER_ENV: "0"}, var, ("DeepseekV3ForCausalLM",),
                                    runners=runners, refuses_v2_env=refused)
     assert got.name == ("refused" if refused else "v1")
-    unset = vllm_run.vllm_runner(Version(version), {}, var, ("DeepseekV3ForCausalLM",), runners=runners,
+    unset = vllm_launch.vllm_runner(Version(version), {}, var, ("DeepseekV3ForCausalLM",), runners=runners,
                                      refuses_v2_env=refused)
     assert unset.name == {"0.11.0": "v1", "0.12.0": "v1", "0.33.0": "v2", "0.34.0": "v2"}[version]
 
@@ -163,9 +162,9 @@ def test_a_release_whose_runner_files_moved_has_an_unknown_runner(tmp_path):
     from packaging.version import Version
 
     (tmp_path / "vllm").mkdir()
-    runners = vllm_run.vllm_runners(Version("0.40.0"), tmp_path)
+    runners = vllm_launch.vllm_runners(Version("0.40.0"), tmp_path)
     assert runners == ()
-    got = vllm_run.vllm_runner(Version("0.40.0"), {}, None, ("DeepseekV3ForCausalLM",), runners=runners)
+    got = vllm_launch.vllm_runner(Version("0.40.0"), {}, None, ("DeepseekV3ForCausalLM",), runners=runners)
     assert got.name == "unknown" and "moved" in got.why
 
 

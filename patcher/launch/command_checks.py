@@ -3,20 +3,24 @@ parser, or doctor's exact spellings where it does not import) and which speculat
 (``launch.parse``, ``flags.algorithm`` for methods doctor does not check, ``launch.mtp``), whether
 the target and drafter it names exist (``launch.target``, ``launch.drafter``), and the environment
 variables the engine module says doctor reads, as the install declares them and as the release
-parses the value given (``env.*``). ``doctor`` asks ``method_of`` which checks apply: the drafter
+parses the value given (``env.*``); the release facts they rest on (which targets draft with their
+own MTP layers, which *_mtp methods it names, which console commands it installs) are read here
+from its files, where its engine module says. ``doctor`` asks ``method_of`` which checks apply: the drafter
 check runs for EAGLE and EAGLE-3 alone. What only one engine's server does with the command lives in
 its module (``Launch.checks``).
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from patcher.drafter.configs import TargetConfig
-from patcher.engine_specs.base import EngineSpec, EnvParsed, EnvVar
+from patcher.engine_specs.base import EngineSpec, EnvParsed, EnvVar, parse_file
 from patcher.findings import Finding, hint, ok, problem, unknown
-from patcher.release import launch_facts, release_parser
+from patcher.release import release_parser
 from patcher.release.launch_command import LaunchCommand, method_given
 from patcher.release.release import Release
 
@@ -46,7 +50,7 @@ def method_of(release: Release, cmd: LaunchCommand, target: TargetConfig | None)
     if name is None:  # JSON that does not parse, or no "method": the drafter check says what vLLM does
         return Method(EAGLE, None, written)
     resolved = launch.method_aliases.get(name, name)
-    mtp = launch_facts.mtp_methods(cmd.spec, release.site)
+    mtp = mtp_methods(cmd.spec, release.site)
     eagle_as_mtp = resolved == launch.eagle_methods[0] and cmd.drafter is None and launch.eagle_without_drafter_is_mtp
     if name in mtp or resolved in mtp or eagle_as_mtp:
         return Method(MTP, name, written, tuple(_mtp_findings(release, cmd, name, eagle_as_mtp, target)))
@@ -75,7 +79,7 @@ def _mtp_findings(release: Release, cmd: LaunchCommand, name: str, eagle_as_mtp:
                         wanted="a target with MTP layers (DeepSeek-V3), or EAGLE-3 with a drafter",
                         found=f"{arch}, no MTP layers",
                         hint=f"use an EAGLE-3 drafter: {cmd.spec.launch.eagle3_flags}")]
-    loads = launch_facts.mtp_target_architectures(cmd.spec, release.site)
+    loads = mtp_target_architectures(cmd.spec, release.site)
     if loads is not None and arch in loads:
         return [ok(code, f"{how}: {arch} with {layers} MTP layer(s), which {release.label()} loads as the draft; "
                          "nothing of EAGLE-3 applies")]
@@ -196,3 +200,73 @@ def env_findings(variables: dict[str, EnvVar], env: dict[str, str],
         else:
             out.append(ok(code, f"{name} is not set, and the release has no default for it (it decides by itself)"))
     return out
+
+
+# What the release does with a whole launch command, read from its files where its engine module says
+
+def mtp_target_architectures(spec: EngineSpec, site: Path | None) -> frozenset[str] | None:
+    """The target architectures whose own MTP layers the release loads as the draft model, read
+    where the engine module says (its MTP model file and the targets it serves; the
+    ``if model_arch in [...]`` lists under which the release sets the draft model to the target);
+    None: not read (no install, or the release's code moved)."""
+    if site is None:
+        return None
+    launch = spec.launch
+    found: set[str] = set()
+    if launch.mtp_model is not None and (site / launch.mtp_model[0]).is_file():
+        found |= set(launch.mtp_model[1])
+    for rel in launch.mtp_arch_lists:
+        base = site / rel
+        for path in sorted(base.glob("*.py")) if base.is_dir() else [base]:
+            tree = parse_file(path)
+            for node in ast.walk(tree) if tree is not None else ():
+                if isinstance(node, ast.If) and _draft_is_the_target(node):
+                    found |= _listed(node.test)
+    return frozenset(found) or None
+
+
+def _draft_is_the_target(node: ast.If) -> bool:
+    """``if model_arch in [...]: if ...draft_model_path is None: <draft path> = <the model path>``."""
+    text = ast.unparse(ast.Module(body=node.body, type_ignores=[]))
+    return "speculative_draft_model_path" in text and re.search(
+        r"speculative_draft_model_path\s*=\s*\w+\.model_path", text) is not None
+
+
+def _listed(test: ast.expr) -> set[str]:
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In) \
+            and isinstance(test.left, ast.Name) and test.left.id.endswith("arch") \
+            and isinstance(test.comparators[0], (ast.List, ast.Tuple, ast.Set)):
+        return {e.value for e in test.comparators[0].elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return set()
+
+
+def mtp_methods(spec: EngineSpec, site: Path | None) -> frozenset[str]:
+    """The *_mtp methods the release's Literal types name (vLLM's MTPModelTypes, or SpeculativeMethod
+    before it existed), and "mtp" itself where named."""
+    out: set[str] = set()
+    for rel in spec.launch.mtp_declarations:
+        tree = parse_file(site / rel) if site is not None else None
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id in ("MTPModelTypes", "SpeculativeMethod") for t in targets):
+                    out |= {c.value for c in ast.walk(node.value or node) if isinstance(c, ast.Constant)
+                            and isinstance(c.value, str) and (c.value == "mtp" or c.value.endswith("_mtp"))}
+    return frozenset(out)
+
+
+
+def console_scripts(dist_info: Path) -> frozenset[str] | None:
+    """The console commands a release installs, as its ``entry_points.txt`` declares them (SGLang
+    declares ``sglang`` from 0.5.5: none before, and no such file); None where that cannot be read."""
+    import configparser
+
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # names keep their case
+    try:
+        parser.read_string((dist_info / "entry_points.txt").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return frozenset() if (dist_info / "METADATA").is_file() else None  # a wheel that declares none
+    except (OSError, UnicodeDecodeError, configparser.Error):
+        return None
+    return frozenset(parser["console_scripts"]) if parser.has_section("console_scripts") else frozenset()

@@ -27,7 +27,7 @@ from patcher.errors import NotInstalled, PatcherError
 from patcher.findings import PROBLEM, UNKNOWN, Finding, ok, problem
 from patcher.installer import actions
 from patcher.launch import command_checks
-from patcher.release import launch_facts, release_parser
+from patcher.release import release_parser
 from patcher.release.launch_command import LaunchCommand, effective_env
 from patcher.release.release import Release, from_statuses, located_by
 
@@ -151,7 +151,7 @@ def _entry_findings(cmd: LaunchCommand, install: engines.Install, release: Relea
     from its ``entry_points.txt``: the line does not start."""
     spec = cmd.spec
     serve = next((s for s in spec.launch.serve_commands if " ".join(s) == cmd.entry), None)
-    scripts = launch_facts.console_scripts(install.dist_info) if serve else None
+    scripts = command_checks.console_scripts(install.dist_info) if serve else None
     if serve is None or scripts is None or serve[0] in scripts:
         return []
     return [problem("launch.entry", f"{release.label()} has no '{cmd.entry}' (its entry_points.txt declares no "

@@ -1,8 +1,8 @@
 """SGLang, as every part of patcher reads it (see ``patcher.engine_specs``): ``SPEC`` here, its
-behaviour beside it: ``environ`` (the variables doctor reads, as environ.py declares them),
-``fusion`` (the allreduce fusion and two-batch overlap with EAGLE-3, and doctor's checks of them),
-``drafter`` (how it reads an EAGLE-3 drafter and its launch flags), ``parser_child`` (its own
-parser, run in its interpreter)."""
+behaviour beside it: ``launch`` (what it does with a launch: the variables doctor reads, as
+environ.py declares them, the allreduce fusion and two-batch overlap with EAGLE-3, and doctor's
+checks of them), ``drafter`` (how it reads an EAGLE-3 drafter and its launch flags),
+``parser_child`` (its own parser, run in its interpreter)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from patcher.engine_specs.base import (
     one_runner,
     one_runner_default,
 )
-from patcher.engine_specs.sglang import environ, fusion
+from patcher.engine_specs.sglang import launch
 from patcher.engine_specs.sglang.drafter import (
     EAGLE3_FLAGS,
     K25_CAPTURE_FAMILY,
@@ -81,7 +81,7 @@ SPEC = EngineSpec(
             "algorithm": ("--speculative-algorithm",),
         },
         eagle3_flags=EAGLE3_FLAGS,
-        checks=(fusion.fusion_findings, fusion.two_batch_overlap_findings),
+        checks=(launch.fusion_findings, launch.two_batch_overlap_findings),
         flag_check=flag_check,
         method_option=("--speculative-algorithm", None, True),  # SpeculativeAlgorithm.from_string upper-cases
         eagle_methods=("EAGLE", "EAGLE3"),
@@ -102,7 +102,7 @@ SPEC = EngineSpec(
         mtp_model=None,
         mtp_arch_lists=("sglang/srt/server_args.py", "sglang/srt/arg_groups"),  # arg_groups/ from 0.5.20
     ),
-    env=environ.RULES,
+    env=launch.RULES,
     # SGLang resolves a class by its __name__ (EntryClass).
     registered_since={"LlamaForCausalLMEagle3": "0.5.1", "Eagle3DeepseekV2ForCausalLM": "0.5.12",
                       "DeepseekV2ForCausalLM": "0.5.1", "DeepseekV3ForCausalLM": "0.5.1",

@@ -1,7 +1,8 @@
 """vLLM, as every part of patcher reads it (see ``patcher.engine_specs``): ``SPEC`` here, its
-behaviour beside it: ``envs`` (the variables doctor reads, as envs.py declares them), ``runners``
-(which model runner a launch uses, and doctor's checks of it), ``drafter`` (how it reads an
-EAGLE-3 drafter and its launch flags), ``parser_child`` (its own parser, run in its interpreter)."""
+behaviour beside it: ``launch`` (what it does with a launch at start-up: the variables doctor reads,
+as envs.py declares them, which model runner the launch uses, and doctor's checks of it), ``drafter``
+(how it reads an EAGLE-3 drafter and its launch flags), ``parser_child`` (its own parser, run in its
+interpreter)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from patcher.engine_specs.base import (
     EngineSpec,
     Launch,
 )
-from patcher.engine_specs.vllm import envs, runners
+from patcher.engine_specs.vllm import launch
 from patcher.engine_specs.vllm.drafter import (
     EAGLE3_FLAGS,
     MLA_CAPTURE_FAMILY,
@@ -81,7 +82,7 @@ SPEC = EngineSpec(
             "speculative_config": ("--speculative-config",),
         },
         eagle3_flags=EAGLE3_FLAGS,
-        checks=(runners.runner_findings,),
+        checks=(launch.runner_findings,),
         flag_check=flag_check,
         method_option=("--speculative-config", "method", False),  # SpeculativeConfig.method: a Literal
         eagle_methods=("eagle", "eagle3"),
@@ -98,7 +99,7 @@ SPEC = EngineSpec(
         mtp_model=("vllm/model_executor/models/deepseek_mtp.py", ("DeepseekV3ForCausalLM",)),
         mtp_arch_lists=(),
     ),
-    env=envs.RULES,
+    env=launch.RULES,
     # vLLM renames a drafter's "X" to "Eagle3X" unless it starts with Eagle3
     # (transformers_utils/configs/eagle.py); from 0.10.1 "...Eagle3" endings are kept.
     registered_since={"Eagle3LlamaForCausalLM": "0.9.0", "LlamaForCausalLMEagle3": "0.10.1",
@@ -109,8 +110,8 @@ SPEC = EngineSpec(
         since=SINCE,
         # v1 (vllm/v1/worker/gpu_model_runner.py) and, from 0.12.0, v2 (vllm/v1/worker/gpu/)
         model_runners={V1: "VLLM_USE_V2_MODEL_RUNNER=0 selects v1", V2: "VLLM_USE_V2_MODEL_RUNNER=1 selects v2"},
-        runners=runners.shipped,
-        default_runner=runners.default_runner,
+        runners=launch.shipped,
+        default_runner=launch.default_runner,
         loader_strict=True,  # load_weights indexes params_dict: a KeyError
         adds_model_prefix=True,  # a drafter's own "model." prefix is doubled, and nothing matches
         ids_keys=("top-level", "eagle_config"),
