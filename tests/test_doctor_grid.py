@@ -58,8 +58,7 @@ PROVEN_BY = {
     "env.SGLANG_ENABLE_SPEC_V2": ("tests.test_launch_facts", "test_sglang_spec_v2_env_default"),
     "aux.capture.graph": ("tests.test_drafter_release", "test_sglang_aux_rule_matches_every_release"),
     "config.rope": ("tests.test_drafter_release", "test_sglang_transformers_major_matches_every_release"),
-    "keys.decoder_prefix": ("tests.test_drafter_release", "test_sglang_native_layers0_matches_every_release"),
-    "keys.unknown": ("tests.test_drafter", "test_loader_accepts"),
+    "keys.load": ("tests.test_drafter_loader", "test_the_check_says_what_the_loader_does"),
     "flags.algorithm": ("tests.test_drafter_release", "test_sglang_eagle_algorithm_facts_hold_on_every_release"),
     "eagle31.norm_before_fc": ("tests.test_drafter_release", "test_vllm_eagle31_drafter_facts_match_every_release"),
     "eagle31.norm_output": ("tests.test_drafter_release", "test_vllm_eagle31_drafter_facts_match_every_release"),
@@ -85,6 +84,9 @@ def expected(engine: str, version: str, target: str, algorithm: str, drafter: st
     if algorithm == "dflash":
         return "cannot tell", {"flags.algorithm"}  # unknown: nothing of DFLASH is checked
     problems, unknowns = set(), set()
+    # a bare tree: the release's loader cannot run, so whether the drafter's keys load is not proven
+    # (issue 52); tests/test_drafter_loader.py judges them where the engine imports
+    unknowns.add("keys.load")
     if target not in COVERED_TARGETS:
         unknowns.add("target.architecture")  # no fact covers K3 or Qwen3-MoE
     if algorithm == "eagle":  # no aux capture under EAGLE-1 (SGLang), an unregistered class (vLLM, HF format)
@@ -215,8 +217,8 @@ def _classes(engine: str, root: Path) -> dict[str, tuple[list[str], str, dict[st
             "NGRAM: not checked": (_sglang(k2, "--speculative-algorithm", "NGRAM"), "cannot tell",
                                    {"flags.algorithm": "unknown"}),
             "SGLANG_ENABLE_SPEC_V2=maybe": (["SGLANG_ENABLE_SPEC_V2=maybe", *_sglang(
-                k2, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(eagle3))], "go",
-                {"env.SGLANG_ENABLE_SPEC_V2": "hint"}),
+                k2, "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(eagle3))],
+                "cannot tell", {"env.SGLANG_ENABLE_SPEC_V2": "hint", "keys.load": "unknown"}),
             "TorchSpec MoE drafter": (_sglang(k25, "--speculative-algorithm", "EAGLE3",
                                               "--speculative-draft-model-path", str(moe)), "no-go",
                                       {"shape.mlp": "problem"}),

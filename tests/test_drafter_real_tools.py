@@ -229,7 +229,7 @@ def test_specforge_fc_norm_drafter_on_sglang_before_0_5_12(tmp_path: Path) -> No
     _, f = check(rd.specforge_kimi(tmp_path, fc_norm=True), rd.kimi_target(tmp_path), "sglang", "0.5.11")
     assert f["eagle31.fc_norm"]["level"] == "problem"
     assert "dropped in silence (the loader skips fc_norm.* without a message)" in f["eagle31.fc_norm"]["message"]
-    assert f["keys.unknown"]["level"] == "ok"  # the fc_norm.* weights are said once, by the switch check
+    assert "keys.unknown" not in f  # the fc_norm.* weights are said once, by the switch check
 
 
 @pytest.mark.parametrize(("engine", "version", "runs", "eagle31_todo"), [
@@ -461,13 +461,16 @@ def test_top_level_ids_only_are_not_read_by_sglang(tmp_path: Path) -> None:
 def test_specforge_shipped_kimi_configs_pass_on_patched_releases(tmp_path: Path, config: str, engine: str,
                                                                   version: str) -> None:
     """SpecForge's own Kimi drafter configs, exported as SpecForge exports them, on each release
-    after 'patcher apply': nothing wrong (the RoPE differs from the target's, as trained: a hint)."""
+    after 'patcher apply': nothing wrong (the RoPE differs from the target's, as trained: a hint); whether
+    the keys load is the loader's to say (tests/test_drafter_loader.py)."""
     from tests.test_drafter import installed
 
     base = rd.SPECFORGE_KIMI_K2 if config == "k2" else rd.SPECFORGE_KIMI_K25
     drafter = rd.specforge_kimi(tmp_path, base=base)
     code, doc = check_json([str(drafter), "--target", str(rd.kimi_target(tmp_path))], installed(engine, version))
-    assert [f for f in doc["findings"] if f["level"] == "problem"] == [] and code == 0
+    assert [f for f in doc["findings"] if f["level"] == "problem"] == []
+    # named by its state, the release's loader cannot run: its keys are not proven (issue 52)
+    assert [f["code"] for f in doc["findings"] if f["level"] == "unknown"] == ["keys.load"] and code == 1
 
 
 @pytest.mark.parametrize(("engine", "version", "written", "code"), [

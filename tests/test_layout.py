@@ -113,9 +113,12 @@ def _prints(path: Path) -> list[int]:
 
 
 # Scripts that run as programs of their own, in the engine's interpreter: the probe child, the
-# introspection script and each engine's parser child (maintainer/ holds the maintainer's own command-line tools).
+# introspection script and each engine's parser and loader children (maintainer/ holds the maintainer's
+# own command-line tools).
 OWN_PROGRAMS = {"probes/probe_child.py", "environment/_introspect.py", "engine_specs/vllm/parser_child.py",
-                "engine_specs/sglang/parser_child.py", "engine_specs/parser_child_common.py"}
+                "engine_specs/sglang/parser_child.py", "engine_specs/parser_child_common.py",
+                "engine_specs/vllm/loader_child.py", "engine_specs/sglang/loader_child.py",
+                "engine_specs/loader_child_common.py"}
 
 
 @pytest.mark.parametrize("path", [p for p in sources() if owner(p) not in ("cli", "maintainer")

@@ -83,7 +83,7 @@ def _check(args: argparse.Namespace, release: Release | None, out: TextIO, err: 
     target = None
     if args.target is not None:
         target = parse_target_config(read_config(args.target), args.target / "config.json")
-    findings = check_drafter(ckpt, drafter, target, release, args.flags)
+    findings = check_drafter(ckpt, drafter, target, release, args.flags, target_folder=args.target)
     code = 1 if has_problem(findings) else 0
     if release is None:  # exit 0 here must not read as a pass in CI (JSON: "engine": null says it)
         if not args.json:

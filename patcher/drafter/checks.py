@@ -12,6 +12,9 @@ launch asking for EAGLE (not EAGLE-3) makes of them on each engine, which rewrit
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 from patcher import engine_specs
 from patcher.core.plan import State
 from patcher.drafter import facts, shape_checks
@@ -19,6 +22,7 @@ from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import SPECULATORS, DrafterConfig, TargetConfig
 from patcher.drafter.flag_checks import check_flags, guess_engine, split_flags
 from patcher.drafter.key_names import MODEL_PREFIX, decoder_key, is_known, scheme_of
+from patcher.drafter.loader_checks import ask_loader, check_load
 from patcher.drafter.release_checks import (
     MLA_DRAFTERS,
     check_aux_capture,
@@ -31,7 +35,7 @@ from patcher.drafter.release_checks import (
     check_use_aux,
 )
 from patcher.drafter.shape_checks import check_attention, check_context, check_dtype, check_vocab, n_or_unset, shape_of
-from patcher.findings import Finding, hint, ok, problem
+from patcher.findings import HINT, Finding, hint, ok, problem
 from patcher.release.launch_command import method_given
 from patcher.release.release import Release
 
@@ -39,7 +43,11 @@ DEFAULT_AUX_LAYERS = 3
 
 
 def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig | None,
-                  release: Release | None, flags: str | None) -> list[Finding]:
+                  release: Release | None, flags: str | None, *, target_folder: Path | None = None,
+                  launch_argv: list[str] | None = None) -> list[Finding]:
+    """Every finding about the drafter on ``release``. ``target_folder`` and ``launch_argv`` (the
+    server's own options, doctor's command) are what the release's loader is built from; without a
+    launch line, the engine module's minimal EAGLE-3 line is used."""
     findings = check_setup(release, drafter) if release is not None else []
     findings += check_target_class(release, target) if release is not None else []
     findings += _check_config_format(drafter, release)
@@ -48,12 +56,15 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
     findings += check_switches(list(ckpt.tensors), drafter, release)
     findings += check_rope(drafter, release)
     findings += shape_checks.check_mlp(ckpt, drafter, release)
+    answer = ask_loader(ckpt, release, launch_argv, target_folder)
+    findings += check_load(answer, ckpt, release)
+    if answer.status == "unavailable":  # the name rules, said as what to expect, never as a verdict
+        findings += [_expected(f) for f in _check_decoder_keys(ckpt, release) + _check_unknown_keys(ckpt, release)
+                     if f.level != "ok"]
     if any(a in MLA_DRAFTERS for a in drafter.architectures):
-        findings.append(hint("architecture.mla", "an MLA EAGLE-3 drafter: the key and shape checks here are for "
-                             "Llama drafters and were skipped"))
+        findings.append(hint("architecture.mla", "an MLA EAGLE-3 drafter: the shape checks here are for "
+                             "Llama drafters and were skipped (its keys are the loader's, above)"))
         return findings
-    findings += _check_decoder_keys(ckpt, release)
-    findings += _check_unknown_keys(ckpt, release)
     findings += _check_fc(ckpt, drafter, target)
     findings += check_vocab(ckpt, drafter, target)
     findings += check_attention(ckpt, drafter, target)
@@ -116,6 +127,11 @@ def _check_config_format(d: DrafterConfig, release: Release | None) -> list[Find
         return [problem("config.format", f"architectures {archs}: {what}",
                         wanted='"architectures": ["LlamaForCausalLMEagle3"]', found=archs)]
     return check_drafter_class(d, release)
+
+
+def _expected(f: Finding) -> Finding:
+    """A name rule's finding where the loader could not be asked: a hint of what to expect."""
+    return replace(f, level=HINT, message=f"expected from the key names, not asked of the loader: {f.message}")
 
 
 def _check_decoder_keys(ckpt: Checkpoint, release: Release | None) -> list[Finding]:

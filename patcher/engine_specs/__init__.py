@@ -27,7 +27,7 @@ from patcher.engine_specs.base import EngineSpec
 
 # Modules of this package that are not engines: the contract, and what the parser children share.
 # An engine's parser child is a script (``<engine>/parser_child.py``) its interpreter runs.
-_NOT_ENGINES = ("base", "parser_child_common")
+_NOT_ENGINES = ("base", "parser_child_common", "loader_child_common")
 
 
 def _discovered() -> tuple[EngineSpec, ...]:

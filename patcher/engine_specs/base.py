@@ -217,6 +217,13 @@ class DrafterReading:
     # (ask, switch, drafter_class, weight prefix) -> (outcome, why): what the loader does with a
     # switch's weights when nothing reads the switch
     switch_weights: Callable[..., tuple[str, str]]
+    # The release's own drafter loader, run in the engine's interpreter (patcher.release.release_loader):
+    # the script beside this module that builds the drafter as the server does and feeds it the
+    # checkpoint. None: the loader cannot be asked, and the key findings say "cannot tell".
+    loader_child: str | None = None
+    # (target, drafter) -> the launch options that make the server load this drafter as EAGLE-3, for a
+    # check without a launch line of its own (doctor passes the command's)
+    loader_argv: Callable[[str, str], list[str]] = field(default=lambda target, drafter: [])
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
                                          f"{install.site}{by}"))
     env = effective_env(cmd, environ)
     variables = command_checks.variables(cmd.spec, install.site)
+    as_given = release_parser.server_argv(cmd)  # what the release's loader is built from (the drafter check)
     cmd, reading = release_parser.read(cmd, install)
     launch.append(command_checks.reading_finding(reading, release))
     if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs
@@ -142,7 +143,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
         launch += check(context)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                        launch, target_config=target, probes=probes)
-    doc.drafter = _drafter_findings(cmd, release, target) if method.kind == command_checks.EAGLE else []
+    doc.drafter = _drafter_findings(cmd, release, target, as_given) if method.kind == command_checks.EAGLE else []
     return doc
 
 
@@ -188,7 +189,8 @@ def _target_config(cmd: LaunchCommand, launch: list[Finding]) -> TargetConfig | 
         return None
 
 
-def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig | None) -> list[Finding]:
+def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig | None,
+                      as_given: list[str]) -> list[Finding]:
     if cmd.drafter is None or not Path(cmd.drafter).expanduser().is_dir():
         return []  # command_checks.path_findings said why
     folder = Path(cmd.drafter).expanduser()
@@ -198,7 +200,9 @@ def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig
     except PatcherError as exc:
         return [problem("drafter.unreadable", f"the drafter cannot be read: {exc.what}", wanted=exc.wanted,
                         found=exc.found, hint=exc.hint)]
-    findings = check_drafter(ckpt, drafter, target, release, cmd.flags)
+    folder_of_target = Path(cmd.target).expanduser() if target is not None and cmd.target else None
+    findings = check_drafter(ckpt, drafter, target, release, cmd.flags, target_folder=folder_of_target,
+                             launch_argv=as_given)
     # setup.* repeat the family states verify reports above: each fact is shown once.
     return [_doctor_words(f) for f in findings if not f.code.startswith("setup.")]
 

@@ -38,12 +38,13 @@ from pathlib import Path
 
 from patcher import engine_specs
 from patcher.environment.engines import Install
+from patcher.release import answers as kept
 from patcher.release import launch_command
 from patcher.release.launch_command import LaunchCommand
 
 MARK = "@@kimi-patcher-parse@@ "
 STATUSES = ("parsed", "rejected", "unavailable")
-CACHE = Path(os.environ.get("KIMI_PATCHER_CACHE", Path.home() / ".cache" / "kimi-patcher")) / "launch"
+CACHE = kept.folder("launch")
 TIMEOUT = 180.0  # a cold import of vLLM's CLI on a loaded 2-core machine takes 10-40 s
 _UNAVAILABLE: dict[tuple[str, str], str] = {}  # (python, site) -> why the parser does not import there
 
@@ -80,7 +81,7 @@ def read_many(cmds: list[LaunchCommand], install: Install) -> list[tuple[LaunchC
         reqs = [_request(cmd) for cmd in cmds]
         keys = [_key(cmd.engine, req, install, python) for cmd, req in zip(cmds, reqs)]
         for i, key in enumerate(keys):
-            answers[i] = _valid(_load(CACHE / f"{key}.json"))
+            answers[i] = _valid(kept.load(CACHE / f"{key}.json"))
             cached[i] = answers[i] is not None
         todo = [i for i, got in enumerate(answers) if got is None]
         if todo:
@@ -90,7 +91,7 @@ def read_many(cmds: list[LaunchCommand], install: Install) -> list[tuple[LaunchC
             for i, one in zip(todo, got["lines"] if "lines" in got else [got] * len(todo)):
                 answers[i] = one
                 if one["status"] != "unavailable":
-                    _store(CACHE / f"{keys[i]}.json", one)
+                    kept.store(CACHE / f"{keys[i]}.json", one)
     seconds = time.monotonic() - t0
     return [_reading(cmd, got, seconds, hit, where) for cmd, got, hit in zip(cmds, answers, cached)]
 
@@ -122,7 +123,7 @@ def table_then_read(engine: str, install: Install, spell: Callable[[dict], list[
     answers = got["lines"] if "lines" in got else [got] * len(cmds)
     for cmd, one in zip(cmds, answers):
         if one["status"] != "unavailable":
-            _store(CACHE / f"{_key(engine, _request(cmd), install, python)}.json", one)
+            kept.store(CACHE / f"{_key(engine, _request(cmd), install, python)}.json", one)
     seconds = time.monotonic() - t0
     return got.get("table"), [_reading(cmd, one, seconds, False, where) for cmd, one in zip(cmds, answers)]
 
@@ -139,9 +140,12 @@ def _reading(cmd: LaunchCommand, got: dict | None, seconds: float, cached: bool,
     return launch_command.with_argv(cmd, argv), Reading("release", "parsed", "", (), seconds, cached)
 
 
+def server_argv(cmd: LaunchCommand) -> list[str]:  # as written, ``vllm serve``'s positional model first
+    return [cmd.model_tag, *cmd.argv] if cmd.model_tag is not None else list(cmd.argv)
+
+
 def _request(cmd: LaunchCommand) -> dict:
-    argv = [cmd.model_tag, *cmd.argv] if cmd.model_tag is not None else list(cmd.argv)
-    return {"argv": argv, "entry": "module" if cmd.entry.startswith("-m ") else "serve"}
+    return {"argv": server_argv(cmd), "entry": "module" if cmd.entry.startswith("-m ") else "serve"}
 
 
 def canonical(read_as: dict[str, str], values: dict) -> list[str]:
@@ -259,39 +263,16 @@ def _valid(got: object) -> dict | None:
 
 
 def _key(engine: str, req: dict, install: Install, python: str) -> str:
-    """The release's files as installed (path, size, mtime of every .py of its RECORD), the
-    interpreter, the request, the working directory and any --config file's bytes."""
+    """The release's files as installed, the interpreter, the request, the working directory and
+    any --config file's bytes."""
     h = hashlib.sha256(json.dumps([python, str(install.site), req, os.getcwd()]).encode())
-    for rel in sorted(r for r in install.record if r.endswith(".py")):
-        try:
-            st = (install.site / rel).stat()
-        except OSError:
-            continue
-        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    h.update(kept.files_digest(install.site, list(install.record), install.package).encode())
     for value in launch_command.option_values(req["argv"], engine, "--config"):
         try:
             h.update(Path(value).expanduser().read_bytes())
         except OSError:
             h.update(b"\0unreadable")
     return h.hexdigest()
-
-
-def _load(path: Path) -> object:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _store(path: Path, got: dict) -> None:
-    """Written whole or not at all; a cache that cannot be written only costs the next run time."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
-            json.dump(got, tmp)
-        os.replace(tmp.name, path)
-    except OSError:
-        pass
 
 
 def forget() -> None:

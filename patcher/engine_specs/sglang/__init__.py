@@ -141,5 +141,8 @@ SPEC = EngineSpec(
         ids_taken=ids_taken,
         no_capture=no_capture,
         switch_weights=switch_weights,
+        loader_child="sglang/loader_child.py",
+        loader_argv=lambda target, drafter: ["--model-path", target, "--speculative-algorithm", "EAGLE3",
+                                             "--speculative-draft-model-path", drafter],
     ),
 )

@@ -6,6 +6,8 @@ interpreter)."""
 
 from __future__ import annotations
 
+import json
+
 from patcher.engine_specs.base import (
     EAGLE31_FAMILY,
     MLA_TARGETS,
@@ -132,5 +134,8 @@ SPEC = EngineSpec(
         ids_taken=ids_taken,
         no_capture=no_capture,
         switch_weights=switch_weights,
+        loader_child="vllm/loader_child.py",
+        loader_argv=lambda target, drafter: [target, "--speculative-config", json.dumps(
+            {"method": "eagle3", "model": drafter, "num_speculative_tokens": 3})],
     ),
 )
