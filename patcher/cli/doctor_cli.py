@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from patcher.cli import report
+from patcher.environment import gpus
 from patcher.errors import LaunchUsageError, PatcherError
 from patcher.launch import doctor
 from patcher.release.launch_command import parse
@@ -22,7 +23,8 @@ from patcher.release.launch_command import parse
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "doctor", usage="patcher doctor [--python PATH | --site DIR] [--probes] [--json] [--debug] -- COMMAND ...",
+        "doctor", usage="patcher doctor [--python PATH | --site DIR] [--strict] [--gpu SM] [--probes] [--json] "
+                        "[--debug] -- COMMAND ...",
         help="judge a server launch command before the 36-minute load: go or no-go",
         description="Put the exact server command after '--': patcher doctor -- vllm serve T --speculative-config "
                     "'{...}' -tp 8. Exit 0: go; 1: no-go, with every reason; 2: usage or environment error; "
@@ -33,6 +35,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     where.add_argument("--site", type=Path, metavar="DIR", help="site-packages directory holding the engine, "
                        "without an interpreter (default: none)")
     p.add_argument("--probes", action="store_true", help="also run verify's import-time probes (default: off)")
+    p.add_argument("--strict", action="store_true", help="judge the whole install: every family verify does not "
+                   "accept is a reason, whether or not this launch meets it (default: only those it meets)")
+    p.add_argument("--gpu", metavar="SM", help="the compute capability of the GPUs the server runs on (sm90, 10.0, "
+                   "sm120), where doctor runs elsewhere (default: nvidia-smi's answer, else not seen)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (default: text)")
     p.add_argument("--debug", action="store_true", help="tracebacks on errors (default: off)")
     return p
@@ -53,7 +59,8 @@ def run(args: argparse.Namespace, command: list[str] | None, *, out: TextIO, err
                                    wanted="patcher doctor [--python P | --site D] [--json] -- vllm serve T ...",
                                    found="no '--' in the arguments")
         cmd = parse(command)
-        judged = doctor.diagnose(cmd, python=args.python, site=args.site, probes=args.probes)
+        judged = doctor.diagnose(cmd, python=args.python, site=args.site, probes=args.probes, strict=args.strict,
+                                 gpu=_gpu(args.gpu))
     except doctor.EngineMismatch as exc:
         return _mismatch(exc, command or [], args.json, out)
     except PatcherError as exc:
@@ -70,6 +77,16 @@ def run(args: argparse.Namespace, command: list[str] | None, *, out: TextIO, err
     else:
         print("\n".join(report.doctor_lines(judged)), file=out)
     return judged.exit_code
+
+
+def _gpu(text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        return gpus.parse(text)
+    except ValueError:
+        raise LaunchUsageError("--gpu is not a compute capability", wanted="e.g. --gpu sm90, --gpu 10.0, --gpu sm120",
+                               found=repr(text)) from None
 
 
 def _mismatch(exc: doctor.EngineMismatch, command: list[str], as_json: bool, out: TextIO) -> int:

@@ -286,7 +286,10 @@ def doctor_json(r: doctor.DoctorReport) -> dict:
                        "from_command": name in r.command.env} for name, v in r.env.items()},
         "verify": as_dict(r.verify, False),
         "findings": [f.to_json() for f in findings],
-        "counts": counts(findings) | {"reasons": len(r.reasons()), "from_verify": len(r.verify.reasons(False))},
+        "counts": counts(findings) | {"reasons": len(r.reasons()), "from_verify": len(r.install_reasons())},
+        "families": [{"id": fm.status.family.id, "state": fm.status.state.value, "meets": fm.meet.answer,
+                      "why": fm.meet.why} for fm in r.families],
+        "strict": r.strict, "gpu": r.gpu,
         "not_checked": [] if r.probes else ["whether the engine imports here: --probes runs the probes"],
         "parsed_by": r.parsed_by, "verdict": r.verdict, "reasons": r.reasons(), "next": r.next_steps(),
         "exit": code,
@@ -303,7 +306,7 @@ def doctor_lines(r: doctor.DoctorReport) -> list[str]:
         out += [f"drafter check ({cmd.drafter}):", *findings_lines(r.drafter)]
     reasons = r.reasons()
     out += [f"next:    {step}" for step in r.next_steps()]
-    from_verify = len(r.verify.reasons(False))
+    from_verify = len(r.install_reasons())
     counted = f"{len(reasons)} reason(s): {from_verify} from verify, " if reasons else ""
     unproven = "" if r.probes else "; not checked: whether the engine imports here (--probes checks it)"
     out.append(f"verdict: {r.verdict} ({counted}{tally(r.findings())}{unproven})")

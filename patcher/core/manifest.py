@@ -175,6 +175,9 @@ class Family:
     oldest: Version | None = None  # oldest release in releases.txt: below it, only refusals by content
     drafter_facts: tuple[DrafterFact, ...] = ()
     scope: Scope | None = None
+    # [launch] meets: the conditions under which a launch is changed by this family (patcher.launch.meets);
+    # None: every launch is
+    meets: tuple[str, ...] | None = None
 
     @property
     def id(self) -> str:
@@ -373,11 +376,17 @@ def load(folder: Path) -> Family:
         f.done()
     oldest, newest = _covered(folder.parent)
     scope = _scope(folder, where, top.get("scope", dict, None), ids)
+    launch = top.get("launch", dict, None)
+    meets = None
+    if launch is not None:
+        f = _Fields(f"{where} launch", launch)
+        meets = f.strings("meets")
+        f.done()
     family = Family(engine, name, folder, top.get("title", str), top.get("why", str),
                     top.strings("refs", []), top.get("default", bool, True), tuple(variants),
                     tuple(upstream), tuple(refused), tuple(requires), tuple(probes),
                     top.strings("mutation_sample", ()), newest=newest, oldest=oldest, drafter_facts=tuple(facts),
-                    scope=scope)
+                    scope=scope, meets=meets)
     top.done()
     stray = [s for s in family.mutation_sample if s not in ids]
     if stray:

@@ -142,10 +142,11 @@ def path_findings(cmd: LaunchCommand, method: Method) -> list[Finding]:
         elif path.exists():
             out.append(problem(code, f"the {what} {value} is a file, not a model folder", wanted="a folder with "
                                "config.json", found="a file"))
-        elif _looks_like_hub_id(value):
-            out.append(hint(code, f"the {what} {value} is not a local folder: the engine will fetch it from the "
-                            f"Hugging Face Hub; doctor reads no network, so its config was not checked",
-                            hint=f"download it and pass the local folder to check the {what}"))
+        elif _looks_like_hub_id(value):  # nothing of it read: never go (issue 53)
+            out.append(unknown(code, f"the {what} {value} is not a local folder: the engine will fetch it from the "
+                               f"Hugging Face Hub; doctor reads no network, so nothing of the {what} was checked",
+                               found=value, hint=f"download it (huggingface-cli download {value} --local-dir DIR) "
+                               f"and put DIR in the command, or run doctor where the Hub cache holds it as a folder"))
         else:
             out.append(problem(code, f"the {what} folder {value} does not exist: the server stops at load",
                                wanted="an existing folder", found="missing"))

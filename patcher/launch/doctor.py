@@ -17,16 +17,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from patcher import engine_specs
-from patcher.core.plan import State
+from patcher.core.plan import OK_STATES, State, Status
 from patcher.drafter.checkpoint import read_checkpoint, read_config
 from patcher.drafter.checks import check_drafter
-from patcher.drafter.configs import TargetConfig, parse_drafter_config, parse_target_config
+from patcher.drafter.configs import DrafterConfig, TargetConfig, parse_drafter_config, parse_target_config
 from patcher.engine_specs.base import EnvVar, LaunchContext
-from patcher.environment import engines
+from patcher.environment import engines, gpus
 from patcher.errors import NotInstalled, PatcherError
-from patcher.findings import PROBLEM, UNKNOWN, Finding, ok, problem
+from patcher.findings import PROBLEM, UNKNOWN, Finding, hint, ok, problem, unknown
 from patcher.installer import actions
 from patcher.launch import command_checks
+from patcher.launch.meets import NO, YES, Meet, MeetContext, meets
 from patcher.release import release_parser
 from patcher.release.launch_command import LaunchCommand, effective_env
 from patcher.release.release import Release, from_statuses, located_by
@@ -35,6 +36,20 @@ SCHEMA = "patcher.doctor/1"
 GO, NO_GO, CANNOT_TELL = "go", "no-go", "cannot tell"
 PARSE = "launch.parse"  # how the line was read (patcher.launch.command_checks.reading_finding)
 EXIT = {GO: 0, NO_GO: 1, CANNOT_TELL: 3}  # 2 is usage (README, docs/reference.md)
+
+
+@dataclass(frozen=True)
+class FamilyMeet:
+    """An unready family (pending, lost, refused, conflict...) and whether this launch meets it."""
+
+    status: Status
+    meet: Meet
+
+    @property
+    def said(self) -> str:
+        """verify's phrase for it ("sglang/x is pending")."""
+        return next((r for r in actions.Report("verify", None, [self.status]).reasons(False)  # type: ignore[arg-type]
+                     if r.startswith(self.status.family.id + " ")), f"{self.status.family.id} is {self.status.state}")
 
 
 @dataclass
@@ -48,6 +63,25 @@ class DoctorReport:
     drafter: list[Finding] = field(default_factory=list)  # the drafter check's findings
     target_config: TargetConfig | None = None
     probes: bool = False  # whether verify ran its probes
+    families: list[FamilyMeet] = field(default_factory=list)  # the unready families, met or not
+    strict: bool = False  # the install-wide verdict: every unready family is a reason (--strict)
+    gpu: str | None = None  # the GPUs' compute capability major, where seen (--gpu, nvidia-smi)
+
+    def install_reasons(self) -> list[str]:
+        """verify's reasons this launch meets: every one with --strict (or where nothing was judged
+        per launch), else the families it meets, each with why it matters here, and failed probes."""
+        everything = list(self.verify.reasons(False))
+        if self.strict or not self.families:
+            return everything
+        met = {fm.status.family.id: fm for fm in self.families if fm.meet.answer == YES}
+        out = []
+        for reason in everything:
+            fid = reason.split(" ", 1)[0].rstrip(":")
+            if ": probe " in reason:
+                out.append(reason)
+            elif fid in met:
+                out.append(f"{reason} (this launch meets it: {met[fid].meet.why})")
+        return out
 
     def findings(self) -> list[Finding]:
         return self.launch + self.drafter
@@ -56,7 +90,7 @@ class DoctorReport:
         """Every reason for no-go, one phrase each: verify's, then each problem. Where the line may
         be read otherwise by the release (unsure), what was judged from it is no reason: only
         verify's and the unsure reading itself."""
-        out = list(self.verify.reasons(False))
+        out = self.install_reasons()
         judged = [f for f in self.findings() if f.level in (PROBLEM, UNKNOWN)]
         if self.unsure_reading:
             judged = [f for f in judged if f.code == PARSE]
@@ -68,8 +102,11 @@ class DoctorReport:
         return any(f.code == PARSE and f.level == UNKNOWN for f in self.launch)
 
     def next_steps(self) -> list[str]:
-        """Commands that clear verify's reasons: apply, where families are pending or lost."""
-        todo = [s for s in self.verify.statuses if s.state in (State.PENDING, State.LOST)]
+        """Commands that clear the reasons: apply, where a family this launch meets (or may meet) is
+        pending or lost (with --strict: any)."""
+        spared = {fm.status.family.id for fm in self.families if fm.meet.answer == NO and not self.strict}
+        todo = [s for s in self.verify.statuses if s.state in (State.PENDING, State.LOST)
+                and s.family.id not in spared]
         return [self.release.apply_command()] if todo else []
 
     @property
@@ -83,7 +120,7 @@ class DoctorReport:
     def verdict(self) -> str:
         """go: every line proven; no-go: a reason is proven (verify's, or a problem); cannot tell:
         no problem, but a line doctor could not read as the release reads it (unknown)."""
-        if self.verify.reasons(False):
+        if self.install_reasons():
             return NO_GO
         if self.unsure_reading:
             return CANNOT_TELL  # a problem judged from a misread line would be a false no-go
@@ -97,7 +134,11 @@ class DoctorReport:
 
 
 def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None = None,
-             probes: bool = False, environ: dict[str, str] | None = None) -> DoctorReport:
+             probes: bool = False, environ: dict[str, str] | None = None, strict: bool = False,
+             gpu: str | None = None) -> DoctorReport:
+    """The launch judged; ``strict``: every unready family of the install is a reason (today's
+    verify), else only those this launch meets; ``gpu``: the GPUs' compute capability major where
+    known (else nvidia-smi's, where it answers)."""
     launch: list[Finding] = []
     if python is None and site is None and cmd.python is not None:
         if Path(cmd.python).exists():
@@ -142,9 +183,33 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     for check in cmd.spec.launch.checks:  # what the engine's server does with the whole command
         launch += check(context)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
-                       launch, target_config=target, probes=probes)
+                       launch, target_config=target, probes=probes, strict=strict,
+                       gpu=gpu if gpu is not None else gpus.major())
     doc.drafter = _drafter_findings(cmd, release, target, as_given) if method.kind == command_checks.EAGLE else []
+    _judge_families(doc, context, tuple(as_given))
     return doc
+
+
+def _judge_families(doc: DoctorReport, context: LaunchContext, as_given: tuple[str, ...]) -> None:
+    """Each unready family, met by this launch or not (patcher.launch.meets); one it spares is a
+    line that says so, one that depends on what is not seen here is unknown (never go)."""
+    ctx = MeetContext(context, tuple(doc.findings()), doc.gpu, as_given, _drafter_config(doc.command))
+    for status in doc.verify.statuses:
+        if status.state in OK_STATES:
+            continue
+        stated = status.family.meets
+        fm = FamilyMeet(status, meets(stated, ctx) if stated is not None
+                        else Meet(YES, "the family states no launch it spares"))
+        doc.families.append(fm)
+        code = f"family.{status.family.name}"
+        if doc.strict or fm.meet.answer == YES:
+            continue
+        if fm.meet.answer == NO:
+            doc.launch.append(hint(code, f"{fm.said}; this launch does not meet it: {fm.meet.why}",
+                                   hint=f"'{doc.release.apply_command()}' applies it anyway"))
+        else:
+            doc.launch.append(unknown(code, f"{fm.said}; whether this launch meets it depends on {fm.meet.why}",
+                                      hint=f"'{doc.release.apply_command()}' makes it no question"))
 
 
 def _entry_findings(cmd: LaunchCommand, install: engines.Install, release: Release) -> list[Finding]:
@@ -205,6 +270,17 @@ def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig
                              launch_argv=as_given)
     # setup.* repeat the family states verify reports above: each fact is shown once.
     return [_doctor_words(f) for f in findings if not f.code.startswith("setup.")]
+
+
+def _drafter_config(cmd: LaunchCommand) -> DrafterConfig | None:
+    """The drafter's config as the drafter check read it (None: no local drafter, or unreadable)."""
+    if cmd.drafter is None or not Path(cmd.drafter).expanduser().is_dir():
+        return None
+    folder = Path(cmd.drafter).expanduser()
+    try:
+        return parse_drafter_config(read_config(folder), folder / "config.json")
+    except PatcherError:
+        return None
 
 
 _TARGET_FLAG = re.compile(r"pass --target(?: KIMI_FOLDER)?")
