@@ -502,6 +502,43 @@ def test_sglang_0_5_9_as_published_lists_every_reason(tmp_path: Path) -> None:
     assert lines[-3] == f"next:    patcher apply --engine sglang --site {wheels.tree('sglang', '0.5.9')}"
 
 
+@pytest.mark.parametrize(("line", "engine", "env", "unset", "cleared"), [
+    ("uv run vllm serve /t -tp 8", "vllm", {}, (), False),
+    ("uv run --with foo --python 3.12 -- python -m sglang.launch_server --model-path /t", "sglang", {}, (), False),
+    ("bash -c 'vllm serve /t -tp 8'", "vllm", {}, (), False),
+    ("sh -c 'X=1 python -m sglang.launch_server --model-path /t'", "sglang", {"X": "1"}, (), False),
+    ("env -u VLLM_USE_V2_MODEL_RUNNER X=1 vllm serve /t", "vllm", {"X": "1"}, ("VLLM_USE_V2_MODEL_RUNNER",), False),
+    ("env -uHOME vllm serve /t", "vllm", {}, ("HOME",), False),
+    ("env -i PATH=/bin vllm serve /t", "vllm", {"PATH": "/bin"}, (), True),
+    ("env -S 'A=1 vllm serve /t'", "vllm", {"A": "1"}, (), False),
+    ("numactl -N 0 --membind=0 vllm serve /t", "vllm", {}, (), False),
+    ("taskset -c 0-7 nohup python -m sglang.launch_server --model-path /t", "sglang", {}, (), False),
+    ("CUDA_VISIBLE_DEVICES=0,1 nohup numactl --interleave all vllm serve /t", "vllm", {"CUDA_VISIBLE_DEVICES": "0,1"},
+     (), False),
+])
+def test_launch_wrappers_are_read_through(line, engine, env, unset, cleared) -> None:
+    """Issue 53 item 6: the forms users put in front of a server command are read through to it."""
+    import shlex
+
+    from patcher.release.launch_command import effective_env
+
+    cmd = parse(shlex.split(line))
+    assert (cmd.engine, cmd.target, cmd.env, cmd.unset, cmd.cleared) == (engine, "/t", env, unset, cleared)
+    started = effective_env(cmd, {"HOME": "/root", "VLLM_USE_V2_MODEL_RUNNER": "1", "PATH": "/usr/bin"})
+    assert all(name not in started for name in unset) and started.items() >= env.items()
+    assert not cleared or set(started) == set(env)
+
+
+@pytest.mark.parametrize("line", ["bash -c 'vllm serve /t; echo done'", "sh -c 'vllm serve $MODEL'",
+                                  "sudo vllm serve /t", "docker run img vllm serve /t"])
+def test_a_wrapper_doctor_cannot_read_through_is_a_usage_error_naming_it(line) -> None:
+    import shlex
+
+    with pytest.raises(LaunchUsageError) as err:
+        parse(shlex.split(line))
+    assert line.split()[0] in err.value.found or line[:10] in err.value.found or "-c" in err.value.what
+
+
 def test_the_commands_interpreter_is_read_from_its_path() -> None:
     assert parse(["/venv/bin/python3.11", "-m", "sglang.launch_server", "--model-path", "m"]).python == \
         "/venv/bin/python3.11"

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
 from patcher import engine_specs
@@ -40,6 +40,8 @@ class LaunchCommand:
     python: str | None = None  # the interpreter the command names by path (/venv/bin/python, /venv/bin/vllm)
     pp: int | None = None  # pipeline-parallel size; None: not given (1)
     model_tag: str | None = None  # ``vllm serve MODEL``'s positional, as written (not in argv)
+    unset: tuple[str, ...] = ()  # ``env -u NAME`` in front: the server starts without these
+    cleared: bool = False  # ``env -i`` in front: the server starts with only the command's assignments
 
     @property
     def spec(self) -> EngineSpec:
@@ -100,13 +102,9 @@ def _is_python(word: str) -> bool:
 
 def parse(command: list[str]) -> LaunchCommand:
     """The launch command, or LaunchUsageError (what was found, what doctor reads)."""
-    words = list(command)
     env: dict[str, str] = {}
-    if words[:1] == ["env"]:
-        words = words[1:]
-    while words and _ASSIGNMENT.match(words[0]):
-        name, value = words.pop(0).split("=", 1)
-        env[name] = value
+    unset: list[str] = []
+    words, cleared = _unwrap(list(command), env, unset)
     wanted = _launch_forms()
     if not words:
         raise LaunchUsageError("doctor needs the server command after '--'", wanted=f"patcher doctor -- {wanted}",
@@ -117,7 +115,73 @@ def parse(command: list[str]) -> LaunchCommand:
         raise LaunchUsageError(f"the command after '--' is not a {' or '.join(titles)} server launch", wanted=wanted,
                                found=shlex.join(words)[:120],
                                hint="pass the exact line that starts the server, after '--'")
-    return _build(engine, entry, argv, positional, command, env, _interpreter(words[0]))
+    cmd = _build(engine, entry, argv, positional, command, env, _interpreter(words[0]))
+    return replace(cmd, unset=tuple(unset), cleared=cleared)
+
+
+# The forms users put in front of a server command (issue 53): each read through to the command.
+# Options that take a value as the next word, per wrapper (the rest take none, or say it with '=').
+_WRAPPER_VALUES = {
+    "env": {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"},
+    "numactl": {"-i", "--interleave", "-m", "--membind", "-N", "--cpunodebind", "-C", "--physcpubind", "-p",
+                "--preferred", "-P", "--preferred-many", "-w", "--weighted-interleave"},
+    "taskset": set(),
+    "nohup": set(),
+    "uv run": {"--with", "--with-editable", "--with-requirements", "--python", "-p", "--project", "--directory",
+               "--env-file", "--extra", "--group", "--only-group", "--no-group", "--package", "--index",
+               "--default-index", "--index-url", "--extra-index-url", "-f", "--find-links", "--cache-dir",
+               "--config-file", "--color", "--index-strategy", "--prerelease", "--resolution", "--exclude-newer",
+               "--link-mode", "--compile-bytecode", "--refresh-package", "--reinstall-package",
+               "--upgrade-package", "-P", "--native-tls", "--python-preference", "--script"},
+}
+_SHELL_ONE_COMMAND = re.compile(r"[;&|`$<>(){}]|\n")  # more than one command, or the shell's own expansions
+
+
+def _unwrap(words: list[str], env: dict[str, str], unset: list[str]) -> tuple[list[str], bool]:
+    """The server command inside its wrappers: ``NAME=value`` assignments, ``env`` (its -u, -i, -S),
+    ``nohup``, ``numactl``, ``taskset``, ``uv run``, ``bash -c`` / ``sh -c`` with one command. Returns
+    the words from the command on, and whether ``env -i`` cleared the environment first."""
+    cleared = False
+    while words:
+        while words and _ASSIGNMENT.match(words[0]):
+            name, value = words.pop(0).split("=", 1)
+            env[name] = value
+        if not words:
+            break
+        head = PurePath(words[0]).name
+        if head in ("bash", "sh", "dash", "zsh") and "-c" in words[1:3]:
+            text = words[words.index("-c") + 1] if words.index("-c") + 1 < len(words) else ""
+            if _SHELL_ONE_COMMAND.search(text):
+                raise LaunchUsageError(f"'{head} -c' runs more than one command, or expands something, which "
+                                       "doctor does not read", wanted="one command after -c, or the command itself",
+                                       found=text[:120], hint="pass the server command itself after '--'")
+            words = shlex.split(text)
+            continue
+        key = "uv run" if head == "uv" and words[1:2] == ["run"] else head
+        if key not in _WRAPPER_VALUES:
+            break
+        words = words[2:] if key == "uv run" else words[1:]
+        takes = _WRAPPER_VALUES[key]
+        while words and words[0].startswith("-") and words[0] != "--":
+            option = words.pop(0)
+            name = option.split("=", 1)[0]
+            value = option.split("=", 1)[1] if "=" in option else None
+            if name in takes and value is None and words:
+                value = words.pop(0)
+            elif value is None and key == "env" and len(name) > 2 and name[:2] in ("-u", "-C", "-S"):
+                name, value = name[:2], name[2:]  # env -uNAME
+            if key == "env" and name in ("-u", "--unset") and value:
+                unset.append(value)
+                env.pop(value, None)
+            elif key == "env" and name in ("-i", "--ignore-environment", "-"):
+                cleared = True
+            elif key == "env" and name in ("-S", "--split-string") and value:
+                words = shlex.split(value) + words
+        if words[:1] == ["--"]:
+            words = words[1:]
+        if key == "taskset" and words:
+            words = words[1:]  # the CPU mask or list before the command
+    return words, cleared
 
 
 def _launch_forms() -> str:
@@ -133,7 +197,8 @@ def _launch_forms() -> str:
 
 def with_argv(cmd: LaunchCommand, argv: list[str]) -> LaunchCommand:
     """The same launch with the engine's arguments replaced (as the release's parser read them)."""
-    return _build(cmd.engine, cmd.entry, argv, None, list(cmd.command), cmd.env, cmd.python)
+    return replace(_build(cmd.engine, cmd.entry, argv, None, list(cmd.command), cmd.env, cmd.python),
+                   unset=cmd.unset, cleared=cmd.cleared)
 
 
 def _build(engine: str, entry: str, argv: list[str], positional: str | None, command: list[str],
@@ -235,6 +300,8 @@ def speculative_method(cmd: LaunchCommand) -> str | None:
 
 def effective_env(cmd: LaunchCommand, environ: dict[str, str] | None = None) -> dict[str, str]:
     """The environment the server starts with: ours, overridden by the command's assignments."""
-    base = dict(os.environ if environ is None else environ)
+    base = {} if cmd.cleared else dict(os.environ if environ is None else environ)
+    for name in cmd.unset:
+        base.pop(name, None)
     base.update(cmd.env)
     return base

@@ -1,0 +1,412 @@
+#!/usr/bin/env python3
+"""The GPU as the judge of ``patcher doctor`` (issue 56): each launch's verdict first, then the engine
+on exactly that line.
+
+On the device, with the shared toolkit's engine installed (SGLang 0.5.13.post1 from
+``../shared/tools/gpu-sglang``, vLLM 0.22.1 from ``gpu-vllm``) and its tiny DeepSeek-V3 target and
+Llama EAGLE-3 drafter (``make_models.py``), for every row of the grid:
+
+1. ``patcher doctor --json`` judges the line (in the engine's own interpreter: its parser, its
+   loader on the drafter's headers) and its verdict is printed before anything starts;
+2. the engine starts on the same line, read by its own parser (SGLang: ``prepare_server_args``
+   then ``sglang.Engine(server_args=...)``; vLLM: the ``vllm serve`` parser, ``EngineArgs`` then
+   ``LLM``), generates a few prompts, and the outcome is recorded: refused (at parse, start-up or
+   load, or the first request, with the engine's message) or ran; for a run, inside the worker, the
+   layers the target captures and, right after the drafter loads, which of its parameters hold the
+   checkpoint's values (every tensor compared by value: random weights tell which filled which rows).
+
+A row agrees when go means "ran the drafter as trained" (every parameter filled from the checkpoint,
+or the target's embedding where the checkpoint has none; the trained aux layers captured; EAGLE-3)
+and no-go means "refused, or ran it unlike its training"; "cannot tell" is counted apart.
+
+    gpu_doctor.py grid ENGINE STATE MODELS OUT.json [--jobs 3]   # the rows; prints ROW lines
+    gpu_doctor.py engine ENGINE ROW.json                         # one engine run, in its own process
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+PROMPTS = ["the model draft token", "a layer of the target", "speculative decode accept",
+           "hidden state eagle attention"]
+HARMLESS = ("rotary_emb.inv_freq", "verifier_", "k_scale")
+TRAINED_AUX = {"sglang": [2, 4, 6], "vllm": [1, 3, 5]}  # make_models' ids [1, 3, 5], as each engine numbers them
+
+
+# --- the drafter variants (made on the device from make_models' drafter) --------------------------
+
+def variants(models: str) -> dict[str, str]:
+    """name -> drafter folder: the toolkit's drafter (speculators' layers.0.* keys, ids [1, 3, 5] at the
+    top level and in eagle_config) and the ways it goes wrong."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    base = os.path.join(models, "drafter")
+    tensors = load_file(os.path.join(base, "model.safetensors"))
+    config = json.load(open(os.path.join(base, "config.json")))
+    out = {"well-formed": base}
+
+    def make(name, tensors_=None, config_=None):
+        dest = os.path.join(models, f"drafter-{name}")
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(base, dest)
+        save_file(tensors_ if tensors_ is not None else tensors, os.path.join(dest, "model.safetensors"),
+                  metadata={"format": "pt"})
+        with open(os.path.join(dest, "config.json"), "w") as fh:
+            json.dump(config_ if config_ is not None else config, fh)
+        out[name] = dest
+
+    make("no-down_proj", {k: v for k, v in tensors.items() if k != "layers.0.mlp.down_proj.weight"})
+    make("rotary", {**tensors, "layers.0.self_attn.rotary_emb.inv_freq": torch.rand(32)})
+    make("typo", {k.replace("mlp.down_proj", "mlp.down_prj"): v for k, v in tensors.items()})
+    make("midlayer", {k.replace("layers.0.", "midlayer.", 1): v for k, v in tensors.items()})
+    top_only = json.loads(json.dumps(config))
+    top_only["eagle_config"].pop("eagle_aux_hidden_state_layer_ids", None)
+    make("ids-top-only", config_=top_only)
+    eagle_only = json.loads(json.dumps(config))
+    eagle_only.pop("eagle_aux_hidden_state_layer_ids", None)
+    make("ids-eagle-only", config_=eagle_only)
+    return out
+
+
+# --- the rows -------------------------------------------------------------------------------------
+
+SGLANG_ROWS = [  # (name, drafter variant, method, extra options, environment)
+    ("well-formed EAGLE3 TP1", "well-formed", "EAGLE3", [], {}),
+    ("missing down_proj", "no-down_proj", "EAGLE3", [], {}),
+    ("rotary inv_freq buffer", "rotary", "EAGLE3", [], {}),
+    ("misspelt key", "typo", "EAGLE3", [], {}),
+    ("SpecForge midlayer.*", "midlayer", "EAGLE3", [], {}),
+    ("ids at the top level only", "ids-top-only", "EAGLE3", [], {}),
+    ("EAGLE with an EAGLE-3 drafter", "well-formed", "EAGLE", [], {}),
+    ("NEXTN on a target without MTP", None, "NEXTN", [], {}),
+]
+VLLM_ROWS = [
+    ("well-formed eagle3", "well-formed", "eagle3", [], {}),
+    ("missing down_proj", "no-down_proj", "eagle3", [], {}),
+    ("rotary inv_freq buffer", "rotary", "eagle3", [], {}),
+    ("misspelt key", "typo", "eagle3", [], {}),
+    ("ids in eagle_config only, v2 runner", "ids-eagle-only", "eagle3", [], {"VLLM_USE_V2_MODEL_RUNNER": "1"}),
+    ("ids in eagle_config only, v1 runner", "ids-eagle-only", "eagle3", [], {}),
+    ("method eagle with an EAGLE-3 drafter", "well-formed", "eagle", [], {}),
+]
+
+
+def line(engine: str, target: str, drafter: str | None, method: str, extra: list[str]) -> list[str]:
+    if engine == "sglang":
+        out = ["python3", "-m", "sglang.launch_server", "--model-path", target, "--speculative-algorithm", method,
+               "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
+               "4", "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
+               "--mem-fraction-static", "0.15", "--disable-cuda-graph", "--random-seed", "0", "--log-level",
+               "warning"]
+        if drafter:
+            out += ["--speculative-draft-model-path", drafter]
+        return out + extra
+    spec = {"method": method, "model": drafter, "num_speculative_tokens": 3}
+    return ["vllm", "serve", target, "--speculative-config", json.dumps(spec), "--enforce-eager",
+            "--max-model-len", "1024", "--max-num-seqs", "8", "--gpu-memory-utilization", "0.2", "--seed", "0",
+            *extra]
+
+
+def doctor(row: dict) -> dict:
+    env = dict(os.environ, **row["env"])
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "patcher", "doctor", "--json", "--", *row["line"]],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=400)
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        return {"verdict": f"error (exit {proc.returncode})", "reasons": [proc.stderr[-400:]], "seconds": 0}
+    return {"verdict": doc.get("verdict"), "reasons": doc.get("reasons", [])[:6], "seconds": round(time.time() - t0, 1),
+            "exit": doc.get("exit")}
+
+
+def engine_run(row: dict, limit: int) -> dict:
+    env = dict(os.environ, **row["env"])
+    t0 = time.time()
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "engine", row["engine"], json.dumps(row)],
+                              capture_output=True, text=True, env=env, timeout=limit, start_new_session=True)
+        text, rc = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        text, rc = (exc.stdout or b"").decode(errors="replace") + (exc.stderr or b"").decode(errors="replace"), 124
+    outcome = next((json.loads(ln.split(" ", 1)[1]) for ln in text.splitlines() if ln.startswith("OUTCOME ")), None)
+    if outcome is None:
+        errors = [ln.strip() for ln in text.splitlines() if "Error" in ln or "error:" in ln][-3:]
+        outcome = {"stage": "start-up or load" if rc != 124 else "timeout", "error": " | ".join(errors)[-600:]}
+    for ln in text.splitlines():
+        if ln.startswith("WEIGHTS "):
+            outcome["weights"] = json.loads(ln.split(" ", 1)[1])
+        elif ln.startswith("AUX "):
+            outcome.setdefault("aux", []).append(json.loads(ln.split(" ", 1)[1]))
+    outcome["seconds"] = round(time.time() - t0, 1)
+    return outcome
+
+
+def as_trained(row: dict, outcome: dict) -> tuple[bool, str]:
+    """Whether the engine ran the drafter as trained, and why not."""
+    if outcome.get("stage") != "ran":
+        return False, f"refused at {outcome.get('stage')}: {outcome.get('error', '')[:200]}"
+    if row["method"].upper() != "EAGLE3":
+        return False, f"ran {row['method']}: no aux capture, fc never applied"
+    w = outcome.get("weights")
+    if w is None:
+        return False, "ran, but the weights were not read in the worker"
+    if w["unfilled"] or w["lost"]:
+        return False, f"ran with unfilled {w['unfilled']} lost {w['lost']}"
+    captured = [a.get("layers") for a in outcome.get("aux", []) if not a.get("draft")]
+    want = TRAINED_AUX[row["engine"]]
+    if not captured or captured[0] != want:
+        return False, f"ran capturing {captured} (trained {want})"
+    return True, f"ran as trained: aux {captured[0]}, every parameter filled, accept {outcome.get('accept')}"
+
+
+def grid(args) -> int:
+    t0 = time.time()
+    target = os.path.join(args.models, "target")
+    drafters = variants(args.models)
+    table = SGLANG_ROWS if args.engine == "sglang" else VLLM_ROWS
+    rows = [{"name": n, "engine": args.engine, "state": args.state, "method": m, "variant": v, "env": e,
+             "drafter": drafters.get(v) if v else None,
+             "line": line(args.engine, target, drafters.get(v) if v else None, m, x)}
+            for n, v, m, x, e in table if args.only is None or n in args.only]
+    with ThreadPoolExecutor(args.jobs) as pool:  # every verdict before any engine starts
+        verdicts = list(pool.map(doctor, rows))
+    for row, v in zip(rows, verdicts):
+        row["doctor"] = v
+        print(f"DOCTOR {args.state} | {row['name']} | {v['verdict']} | {v['reasons'][:2]}", flush=True)
+    if args.doctor_only:  # a dry run where no engine can start (a machine without a GPU)
+        return 0
+    with ThreadPoolExecutor(args.jobs) as pool:
+        outcomes = list(pool.map(lambda r: engine_run(r, args.limit), rows))
+    agree = 0
+    for row, outcome in zip(rows, outcomes):
+        row["engine_outcome"] = outcome
+        ok_run, why = as_trained(row, outcome)
+        verdict = row["doctor"]["verdict"]
+        row["agrees"] = None if verdict == "cannot tell" else (verdict == "go") == ok_run
+        row["truth"] = why
+        agree += bool(row["agrees"])
+        print(f"ROW {args.state} | {row['name']} | doctor {verdict} | engine {why} | "
+              f"{'agrees' if row['agrees'] else 'cannot tell' if row['agrees'] is None else 'DISAGREES'}", flush=True)
+    told = [r for r in rows if r["agrees"] is not None]
+    print(f"SUMMARY {args.engine} {args.state}: {agree} of {len(told)} agree, "
+          f"{len(rows) - len(told)} cannot tell, {time.time() - t0:.0f} s", flush=True)
+    with open(args.out, "w") as fh:
+        json.dump(rows, fh, indent=1)
+    return 0
+
+
+# --- one engine run, in its own process -------------------------------------------------------------
+
+def _compare(model, folder: str) -> dict:
+    """The drafter's parameters against the checkpoint's tensors, by value."""
+    import torch
+    from safetensors.torch import load_file
+
+    ckpt = load_file(os.path.join(folder, "model.safetensors"))
+    found, unfilled = set(), []
+    for name, p in model.named_parameters():
+        pp = p.detach().float().cpu().reshape(p.shape[0], -1) if p.dim() else p.detach().float().cpu().reshape(1, 1)
+        covered = torch.zeros(pp.shape[0], dtype=torch.bool)
+        for key, c in ckpt.items():
+            if not c.is_floating_point():
+                continue
+            cc = c.float().reshape(c.shape[0], -1) if c.dim() else c.float().reshape(1, 1)
+            if cc.shape[1] != pp.shape[1] or cc.shape[0] > pp.shape[0]:
+                continue
+            for r in (pp == cc[0]).all(dim=1).nonzero().flatten().tolist():
+                if torch.equal(pp[r:r + cc.shape[0]], cc):
+                    covered[r:r + cc.shape[0]] = True
+                    found.add(key)
+        shared = "embed_tokens" in name and not any("embed_tokens" in k for k in ckpt)  # the target's, shared
+        if not bool(covered.all()) and not shared:
+            unfilled.append(name)
+    lost = [k for k, c in ckpt.items() if c.is_floating_point() and k not in found
+            and not any(h in k for h in HARMLESS)]
+    return {"unfilled": unfilled, "lost": lost}
+
+
+def _hook(module_name: str, cls_name: str, method: str, after) -> None:
+    """Call ``after(self)`` once ``cls_name.method`` of ``module_name`` returns, in every process that
+    imports it (the engine's workers are spawned and re-import this file)."""
+    import importlib.abc
+    import importlib.util
+
+    def patch(mod):
+        cls = getattr(mod, cls_name)
+        orig = getattr(cls, method)
+
+        def wrapped(self, *a, **k):
+            out = orig(self, *a, **k)
+            try:
+                after(self)
+            except Exception as e:  # noqa: BLE001 - a probe must not break the run
+                print(f"PROBE failed: {e!r}", flush=True)
+            return out
+
+        setattr(cls, method, wrapped)
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, tgt=None):
+            if name != module_name:
+                return None
+            sys.meta_path.remove(self)
+            try:
+                spec = importlib.util.find_spec(name)
+            finally:
+                sys.meta_path.insert(0, self)
+            orig_exec = spec.loader.exec_module
+
+            def exec_module(mod):
+                orig_exec(mod)
+                patch(mod)
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, Finder())
+
+
+def _sglang_probes() -> None:
+    """Right after the draft model loads, its parameters against the checkpoint; once the target
+    set its capture, the layers it captures (the toolkit's smoke.py reads them the same way)."""
+    folder = os.environ.get("GPUDOC_DRAFTER")
+
+    def weights(self):
+        if getattr(self, "is_draft_worker", False) and folder:
+            print("WEIGHTS " + json.dumps(_compare(self.model, folder)), flush=True)
+
+    def aux(self):
+        if not getattr(self, "is_draft_worker", False):
+            layers = getattr(getattr(self.model, "model", None), "layers_to_capture", None)
+            print("AUX " + json.dumps({"layers": list(layers) if layers is not None else None, "draft": False}),
+                  flush=True)
+
+    _hook("sglang.srt.model_executor.model_runner", "ModelRunner", "load_model", weights)
+    _hook("sglang.srt.model_executor.model_runner", "ModelRunner", "init_aux_hidden_state_capture", aux)
+
+
+def engine_sglang(row: dict) -> int:
+    os.environ["GPUDOC_PROBES"] = "1"  # inherited by the spawned scheduler, which re-imports this file
+    if row.get("drafter"):
+        os.environ["GPUDOC_DRAFTER"] = row["drafter"]
+    _sglang_probes()
+    import sglang
+    from sglang.srt.server_args import prepare_server_args
+
+    try:
+        args = prepare_server_args(row["line"][3:])
+    except BaseException as exc:  # noqa: BLE001 - argparse's SystemExit too
+        return _outcome(stage="parse", error=f"{type(exc).__name__}: {exc}")
+    try:
+        engine = sglang.Engine(server_args=args)
+    except BaseException as exc:  # noqa: BLE001
+        return _outcome(stage="start-up or load", error=f"{type(exc).__name__}: {exc}")
+    try:
+        outs = engine.generate(prompt=PROMPTS, sampling_params={"temperature": 0.0, "max_new_tokens": 16,
+                                                                 "ignore_eos": True})
+    except BaseException as exc:  # noqa: BLE001
+        return _outcome(stage="first request", error=f"{type(exc).__name__}: {exc}")
+    tokens = sum(o["meta_info"]["completion_tokens"] for o in outs)
+    verify = sum(o["meta_info"].get("spec_verify_ct", 0) for o in outs)
+    engine.shutdown()
+    return _outcome(stage="ran", tokens=tokens, accept=round(tokens / verify, 3) if verify else None)
+
+
+def engine_vllm(row: dict) -> int:
+    os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
+    import vllm.entrypoints.cli.serve as serve
+    from vllm import LLM, SamplingParams
+    from vllm.engine.arg_utils import EngineArgs
+
+    try:
+        top = serve.FlexibleArgumentParser(prog="vllm")
+        serve.ServeSubcommand().subparser_init(top.add_subparsers(dest="subparser"))
+        ns = top.parse_args(["serve", *row["line"][2:]])
+        if getattr(ns, "model_tag", None):
+            ns.model = ns.model_tag
+        engine_args = EngineArgs.from_cli_args(ns)
+    except BaseException as exc:  # noqa: BLE001
+        return _outcome(stage="parse", error=f"{type(exc).__name__}: {exc}")
+    try:
+        kwargs = dict(vars(engine_args), disable_log_stats=False)  # get_metrics() needs the stats
+        llm = LLM(**kwargs)
+    except BaseException as exc:  # noqa: BLE001
+        return _outcome(stage="start-up or load", error=f"{type(exc).__name__}: {exc}")
+    folder = row.get("drafter")
+
+    def probe(worker):
+        runner = worker.model_runner
+        model = runner.get_model() if hasattr(runner, "get_model") else runner.model
+        inner = getattr(model, "model", model)
+        drafter = getattr(getattr(runner, "drafter", None), "model", None) or getattr(
+            getattr(runner, "speculator", None), "model", None)
+        layers = getattr(inner, "aux_hidden_state_layers", None)
+        return {"aux": list(layers) if layers is not None else None,
+                "weights": _compare(drafter, folder) if drafter is not None and folder else None}
+
+    try:
+        got = llm.collective_rpc(probe)[0]
+    except BaseException as exc:  # noqa: BLE001
+        got = {"aux": None, "weights": None, "error": repr(exc)}
+    print("AUX " + json.dumps({"layers": got.get("aux"), "draft": False}), flush=True)
+    if got.get("weights") is not None:
+        print("WEIGHTS " + json.dumps(got["weights"]), flush=True)
+    try:
+        outs = llm.generate(PROMPTS, SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True))
+    except BaseException as exc:  # noqa: BLE001
+        return _outcome(stage="first request", error=f"{type(exc).__name__}: {exc}")
+    drafts = accepted = 0
+    for m in llm.get_metrics():
+        if m.name == "vllm:spec_decode_num_drafts":
+            drafts += int(m.value)
+        elif m.name == "vllm:spec_decode_num_accepted_tokens":
+            accepted += int(m.value)
+    return _outcome(stage="ran", tokens=sum(len(o.outputs[0].token_ids) for o in outs),
+                    accept=round(1 + accepted / drafts, 3) if drafts else None)
+
+
+def _outcome(**fields) -> int:
+    print("OUTCOME " + json.dumps(fields), flush=True)
+    return 0
+
+
+if os.environ.get("GPUDOC_PROBES") == "1" and __name__ != "__main__":
+    _sglang_probes()  # the scheduler, spawned, imports this file as __mp_main__
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("grid")
+    g.add_argument("engine", choices=("sglang", "vllm"))
+    g.add_argument("state")
+    g.add_argument("models")
+    g.add_argument("out")
+    g.add_argument("--jobs", type=int, default=3)
+    g.add_argument("--limit", type=int, default=240)
+    g.add_argument("--only", type=lambda t: [n for n in t.split(";") if n], help="row names, ';'-separated")
+    g.add_argument("--doctor-only", action="store_true")
+    e = sub.add_parser("engine")
+    e.add_argument("engine")
+    e.add_argument("row")
+    args = ap.parse_args(argv)
+    if args.cmd == "grid":
+        return grid(args)
+    row = json.loads(args.row)
+    return engine_sglang(row) if args.engine == "sglang" else engine_vllm(row)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
