@@ -251,6 +251,39 @@ def test_sglang_fused_allreduce_capture(version, state, arch, extra, level, in_h
         assert f"sglang/{sglang_launch.FUSED_CAPTURE_FAMILY} {state}" in f.message
 
 
+def test_a_flag_the_release_s_own_parser_took_is_never_refused_by_a_version_range() -> None:
+    """Issue 53 item 3: SGLang 0.5.23's own parser accepted --enforce-disable-flashinfer-allreduce-fusion
+    and doctor said the release has no such flag (a range written >=0.5.10,<0.5.14)."""
+    cmd = _sglang_cmd("--tp", "8", "--enforce-disable-flashinfer-allreduce-fusion")
+    (by_range,) = fusion_findings(_sglang("0.5.23"), cmd, _target(K25))
+    assert by_range.level == "problem" and "has no --enforce-disable" in by_range.message  # read by spellings
+    read = base.LaunchContext(_sglang("0.5.23"), cmd, _target(K25), {}, {}, parsed_by_release=True)
+    assert [f.level for f in sglang_launch.fusion_findings(read)] == ["ok"]
+
+
+@pytest.mark.wheels
+def test_a_drafter_without_a_speculative_method_is_never_loaded(tmp_path: Path) -> None:
+    """Issue 53 item 2: SGLang with a draft path and no --speculative-algorithm builds no draft worker."""
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=None), prefix="midlayer.")
+    code, doc = doctor_json("--site", str(wheels.tree("sglang", "0.5.23")), "--", "python", "-m",
+                            "sglang.launch_server", "--model-path", str(make_target(tmp_path)),
+                            "--speculative-draft-model-path", str(drafter))
+    f = by_code(doc)["launch.method"]
+    assert (code, f["level"], f["hint"]) == (1, "problem", "add --speculative-algorithm EAGLE3")
+    assert "the drafter is never loaded" in f["message"]
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize("value", ["{method: eagle3}", "eagle3", "[1, 2]"])
+def test_a_speculative_config_that_is_not_a_json_object_is_no_go_without_the_engine(tmp_path, value) -> None:
+    """Issue 53 item 1: on a bare tree a --speculative-config that is not JSON was "go", unmentioned."""
+    code, doc = doctor_json("--site", str(wheels.tree("vllm", "0.34.0")), "--", "vllm", "serve",
+                            str(k2_target(tmp_path)), "--speculative-config", value)
+    f = by_code(doc)["launch.speculative_config"]
+    assert (code, f["level"], f["found"]) == (1, "problem", value)
+    assert f["message"] == "--speculative-config is not a JSON object: the server stops at argument parsing"
+
+
 def test_explicit_fusion_flag_is_named_in_the_problem() -> None:
     (f,) = fusion_findings(_sglang("0.5.9"), _sglang_cmd("--tp", "8", "--enable-flashinfer-allreduce-fusion"),
                             _target(K25))

@@ -125,6 +125,8 @@ class LaunchContext:
     target: Any
     env: dict[str, str]
     variables: dict[str, EnvVar]
+    # the release's own parser read the line (so every option in it exists in this release)
+    parsed_by_release: bool = False
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ its module (``Launch.checks``).
 from __future__ import annotations
 
 import ast
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +48,13 @@ def method_of(release: Release, cmd: LaunchCommand, target: TargetConfig | None)
     if given is None:
         return Method(NONE, None)
     written, name = given
-    if name is None:  # JSON that does not parse, or no "method": the drafter check says what vLLM does
+    option, key, _ = launch.method_option
+    if key is not None and not _is_json_object(written):  # judged without the engine (issue 53)
+        return Method(OTHER, None, written, (problem(
+            "launch.speculative_config", f"{option} is not a JSON object: the server stops at argument parsing",
+            wanted=f"{option} '{{\"{key}\": ..., \"model\": ..., \"num_speculative_tokens\": ...}}'",
+            found=written[:120], hint="quote the JSON for the shell: single quotes around it, double inside"),))
+    if name is None:  # no "method": the drafter check says what the release does
         return Method(EAGLE, None, written)
     resolved = launch.method_aliases.get(name, name)
     mtp = mtp_methods(cmd.spec, release.site)
@@ -60,6 +67,13 @@ def method_of(release: Release, cmd: LaunchCommand, target: TargetConfig | None)
         "flags.algorithm", f"speculative method {name}: doctor checks EAGLE-3 and MTP launches, and has read "
         f"nothing of what {release.label()} does with a {name} draft; neither the draft nor what the target "
         "feeds it is checked", found=name),))
+
+
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def _mtp_findings(release: Release, cmd: LaunchCommand, name: str, eagle_as_mtp: bool,
@@ -150,6 +164,11 @@ def path_findings(cmd: LaunchCommand, method: Method) -> list[Finding]:
         else:
             out.append(problem(code, f"the {what} folder {value} does not exist: the server stops at load",
                                wanted="an existing folder", found="missing"))
+    if method.kind == NONE and cmd.drafter is not None:  # SGLang builds a draft worker only for a method
+        out.append(problem("launch.method", f"the command names a drafter but no {launch.method_option[0]}: the "
+                           "server builds no draft worker, and the drafter is never loaded (speculative decoding "
+                           "is off)", wanted=eagle3_form, found=f"a drafter, no {launch.method_option[0]}",
+                           hint=f"add {launch.eagle3_flags.split(' DRAFTER')[0]}"))
     return out
 
 

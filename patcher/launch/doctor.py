@@ -179,7 +179,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
         launch.append(problem("launch.tp", f"the tensor-parallel size {cmd.tp_text!r} is not a whole number: "
                               "the server stops at argument parsing", wanted="e.g. --tp 8", found=cmd.tp_text))
     launch += method.findings
-    context = LaunchContext(release, cmd, target, env, variables)
+    context = LaunchContext(release, cmd, target, env, variables, parsed_by_release=reading.by == "release")
     for check in cmd.spec.launch.checks:  # what the engine's server does with the whole command
         launch += check(context)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},

@@ -144,8 +144,8 @@ def _unwrap(words: list[str], env: dict[str, str], unset: list[str]) -> tuple[li
     cleared = False
     while words:
         while words and _ASSIGNMENT.match(words[0]):
-            name, value = words.pop(0).split("=", 1)
-            env[name] = value
+            assigned, to = words.pop(0).split("=", 1)
+            env[assigned] = to
         if not words:
             break
         head = PurePath(words[0]).name

@@ -155,7 +155,8 @@ def fusion_findings(ctx: LaunchContext) -> list[Finding]:
         buggy = fused_capture_bug_by_version(release.version)
         state = f"{release.label()} as published"
     disabled = cmd.has(FUSION_DISABLE_FLAG)
-    if disabled and not has_fusion_disable_flag(release.version):
+    # where the release's own parser took the flag, the release has it, whatever a range says (issue 53)
+    if disabled and not has_fusion_disable_flag(release.version) and not ctx.parsed_by_release:
         return [problem(code, f"{release.label()} has no {FUSION_DISABLE_FLAG}: the server stops at "
                               "argument parsing", wanted=f"a flag of {release.label()}",
                         found=FUSION_DISABLE_FLAG,
