@@ -40,6 +40,15 @@ KV_SCALES = (".k_scale", ".v_scale", ".kv_scale", ".q_scale", ".prob_scale")
 VERIFIER_COPY = "verifier_"
 
 
+def question(ckpt: Checkpoint, release: Release, argv: list[str] | None, target: Path | None) -> release_loader.Ask:
+    """What the release's loader is asked of this checkpoint (``argv``: the launch's own options;
+    without one, the engine module's minimal EAGLE-3 line)."""
+    header = {name: (info.dtype, tuple(info.shape)) for name, info in ckpt.tensors.items()}
+    if argv is None:
+        argv = release.spec.drafter.loader_argv(str(target or ckpt.folder), str(ckpt.folder))
+    return release_loader.Ask(ckpt.folder, header, list(argv), target)
+
+
 def ask_loader(ckpt: Checkpoint, release: Release | None, argv: list[str] | None,
                target: Path | None) -> LoadAnswer:
     """The release's loader on this checkpoint, or why it cannot be asked."""
@@ -48,11 +57,7 @@ def ask_loader(ckpt: Checkpoint, release: Release | None, argv: list[str] | None
     if release.site is None:
         return release_loader.unavailable(f"{release.label()} is named by its version only; its loader runs "
                                           "only where it is installed")
-    header = {name: (info.dtype, tuple(info.shape)) for name, info in ckpt.tensors.items()}
-    if argv is None:
-        argv = release.spec.drafter.loader_argv(str(target or ckpt.folder), str(ckpt.folder))
-    return release_loader.ask(release.name, release.python, release.site,
-                              release_loader.Ask(ckpt.folder, header, list(argv), target))
+    return release_loader.ask(release.name, release.python, release.site, question(ckpt, release, argv, target))
 
 
 def check_load(answer: LoadAnswer, ckpt: Checkpoint, release: Release | None) -> list[Finding]:

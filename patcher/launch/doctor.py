@@ -18,6 +18,7 @@ from pathlib import Path
 
 from patcher import engine_specs
 from patcher.core.plan import OK_STATES, State, Status
+from patcher.drafter import loader_checks
 from patcher.drafter.checkpoint import read_checkpoint, read_config
 from patcher.drafter.checks import check_drafter
 from patcher.drafter.configs import DrafterConfig, TargetConfig, parse_drafter_config, parse_target_config
@@ -28,7 +29,7 @@ from patcher.findings import PROBLEM, UNKNOWN, Finding, hint, ok, problem, unkno
 from patcher.installer import actions
 from patcher.launch import command_checks
 from patcher.launch.meets import NO, YES, Meet, MeetContext, meets
-from patcher.release import release_parser
+from patcher.release import release_loader, release_parser
 from patcher.release.launch_command import LaunchCommand, effective_env
 from patcher.release.release import Release, from_statuses, located_by
 
@@ -164,6 +165,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     env = effective_env(cmd, environ)
     variables = command_checks.variables(cmd.spec, install.site)
     as_given = release_parser.server_argv(cmd)  # what the release's loader is built from (the drafter check)
+    _ask_loader_ahead(cmd, release, as_given)  # on the other core, while the parser reads the line
     cmd, reading = release_parser.read(cmd, install)
     launch.append(command_checks.reading_finding(reading, release))
     if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs
@@ -270,6 +272,24 @@ def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig
                              launch_argv=as_given)
     # setup.* repeat the family states verify reports above: each fact is shown once.
     return [_doctor_words(f) for f in findings if not f.code.startswith("setup.")]
+
+
+def _ask_loader_ahead(cmd: LaunchCommand, release: Release, as_given: list[str]) -> None:
+    """The drafter check will ask the release's loader: start it now, in its own interpreter, so the
+    two engine imports (the parser's, the loader's) run side by side. The question is the one
+    ``_drafter_findings`` asks where the line reads the same after the release's parse; where it
+    does not, the answer is only a cache entry nobody reads."""
+    if cmd.drafter is None or not Path(cmd.drafter).expanduser().is_dir() or release.site is None:
+        return
+    target = Path(cmd.target).expanduser() if cmd.target and Path(cmd.target).expanduser().is_dir() else None
+    if target is not None and not (target / "config.json").is_file():
+        target = None
+    try:
+        ckpt = read_checkpoint(Path(cmd.drafter).expanduser())
+    except PatcherError:
+        return  # the drafter check says why
+    release_loader.ask_ahead(release.name, release.python, release.site,
+                             loader_checks.question(ckpt, release, as_given, target))
 
 
 def _drafter_config(cmd: LaunchCommand) -> DrafterConfig | None:

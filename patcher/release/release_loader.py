@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ STATUSES = ("loaded", "refused", "unavailable")
 CACHE = kept.folder("loader")
 TIMEOUT = 240.0  # importing an engine's model registry cold on a loaded 2-core machine: 10-60 s
 _MISSED: dict[Path, dict] = {}  # this process's "cannot be asked here" answers, by cache path
+_AHEAD: dict[tuple[str, str | None, str, str], threading.Thread] = {}  # questions asked ahead, running
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,21 @@ class Ask:
 
 
 def ask(engine: str, python: str | None, site: Path, question: Ask) -> LoadAnswer:
-    """The release's loader on one checkpoint; cached."""
+    """The release's loader on one checkpoint; cached. Waits for the same question started ahead."""
+    ahead = _AHEAD.pop((engine, python, str(site), json.dumps(question.request())), None)
+    if ahead is not None:
+        ahead.join()
     return ask_many(engine, python, site, [question])[0]
+
+
+def ask_ahead(engine: str, python: str | None, site: Path, question: Ask) -> None:
+    """Start asking in the background (doctor: while the release's parser reads the line, in its own
+    interpreter, on the other core); ``ask`` with the same question then finds the answer cached."""
+    key = (engine, python, str(site), json.dumps(question.request()))
+    if key not in _AHEAD:
+        thread = threading.Thread(target=ask_many, args=(engine, python, site, [question]), daemon=True)
+        thread.start()
+        _AHEAD[key] = thread
 
 
 def ask_many(engine: str, python: str | None, site: Path, questions: list[Ask]) -> list[LoadAnswer]:
