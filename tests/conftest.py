@@ -64,8 +64,16 @@ def pytest_addoption(parser):
 
 @pytest.hookimpl(trylast=True)  # after the terminal plugin has made its reporter
 def pytest_configure(config):
-    """The controller (or a run without xdist) names its terminal for the progress lines of wheel
+    """Each xdist worker past the first gets a set of CPU environments of its own
+    (``KIMI_PATCHER_ENVS``): a worker swapping a release into a line would otherwise hold that line's
+    lock while the other waits on it (issue 57: 1 of 2 cores busy through most of the full tier).
+    The controller (or a run without xdist) names its terminal for the progress lines of wheel
     fetches and environment builds; xdist workers, started later, inherit the variable."""
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker not in (None, "gw0") and "KIMI_PATCHER_ENVS" not in os.environ:
+        from patcher.maintainer.wheels import CACHE
+
+        os.environ["KIMI_PATCHER_ENVS"] = str(CACHE / f"envs-{worker}")
     if hasattr(config, "workerinput") or progress.ENV in os.environ:
         return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
@@ -86,14 +94,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _schedule_cpu_env_tests(items) -> None:
-    """Real-import tests first, each CPU env line's tests together, in release order.
+    """Real-import tests first, each release's tests together, in release order.
 
-    Under pytest-xdist (``--dist loadgroup``, pyproject.toml) the tests of one CPU env line form
-    one group, run by one worker: ``cpu_env.using`` holds a lock per line, so a second worker
-    taking a test of the same line would only wait on it, and two tests of one release in a row
-    (its probes, then a mutant sample on it) swap the engine in once. They go first because they
-    are the longest (tens of seconds to minutes each): started last, one of them would leave the
-    other core idle at the end of the run. Without xdist the marks change nothing but the order."""
+    Under pytest-xdist (``--dist loadgroup``, pyproject.toml) the tests of one release form one
+    group, run by one worker, so its tests in a row (its probes, its loader grid, a mutant sample on
+    it) swap it into the worker's CPU env once. Each worker has its own set of CPU envs
+    (``pytest_configure``), so two workers never wait on one line's lock. They go first because
+    they are the longest (tens of seconds to minutes each): started last, one of them would leave
+    the other core idle at the end of the run. Without xdist the marks change nothing but the order."""
     from packaging.version import Version
 
     from patcher.maintainer import cpu_env
@@ -113,7 +121,7 @@ def _schedule_cpu_env_tests(items) -> None:
         where = line_and_release(item)
         if where is not None:
             heavy[item.nodeid] = where
-            item.add_marker(pytest.mark.xdist_group(where[0]))
+            item.add_marker(pytest.mark.xdist_group(f"{where[0]}-{where[1]}"))
     order = {nodeid: i for i, nodeid in enumerate(sorted(heavy, key=lambda n: heavy[n]))}
     items.sort(key=lambda item: (0, order[item.nodeid]) if item.nodeid in order else (1, 0))
 
