@@ -838,3 +838,20 @@ def test_quiet_verify_still_says_a_file_was_edited_after_apply(tmp_path):
     patched.write_text("# a local edit\n" + patched.read_text())  # away from our hunks: still applied
     code, out, _ = cli("verify", "--engine", "sglang", "--site", site, "--no-probes", "-q", "--only", "k25-aux-capture")
     assert code == 0 and "changed since apply" in out and "sglang/k25-aux-capture" in out, out
+
+
+def test_ctrl_c_ends_with_one_line_and_the_state_to_check(monkeypatch) -> None:
+    """Issue 58 item 4: Ctrl-C printed a 25-32 line KeyboardInterrupt traceback."""
+    import io
+
+    from patcher.cli import main as cli_main
+
+    def interrupted(argv, out, err):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "_main", interrupted)
+    out, err = io.StringIO(), io.StringIO()
+    assert cli_main.main(["apply", "--engine", "sglang"], out=out, err=err) == 130
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("interrupted: patcher apply stopped by Ctrl-C")
+    assert "Run 'patcher verify'" in lines[0] and out.getvalue() == ""

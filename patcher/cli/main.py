@@ -36,7 +36,8 @@ _NOT_OK = ("pending, lost, refused, blocked, conflict, unknown release,\n"
            "     a failed probe; with --strict also warnings, untested releases and probes\n"
            "     that could not import")
 _ENV = ("2    usage or environment error (bad flags, engine not installed, --python not a Python,\n"
-        "     editable or shadowed install, altered patch set, failed write rolled back)\n"
+        "     a folder on the path shadowing the install, altered patch set, failed write rolled back)\n"
+        "130  stopped by Ctrl-C (a write it had begun is finished or rolled back by the next run)\n"
         "141  stdout closed by its reader ('| head') before the report was written, as SIGPIPE ends a shell tool")
 EXITS = {  # docs/reference.md's "Exit codes", per command
     "apply": "exit codes:\n0    every selected family is applied or upstream after the run, probes passed (or\n"
@@ -50,6 +51,7 @@ EXITS = {  # docs/reference.md's "Exit codes", per command
 }
 PORT_EXTRA = ("merge3",)  # pyproject's [port] extra: only 'patcher port' imports it
 EXIT_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a tool killed by SIGPIPE
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: what a shell reports for a tool stopped by Ctrl-C
 
 
 class _Version(argparse.Action):
@@ -243,6 +245,9 @@ def _usage_facts(exc: PatcherError, parser: argparse.ArgumentParser, argv: list[
     choice = re.search(r"argument (\S+): invalid choice: '(.*)' \(choose from (.+)\)$", exc.what)
     if choice:
         exc.wanted, exc.found = f"{choice[1]} one of {choice[3]}", f"{choice[1]} {choice[2]}"
+        close = difflib.get_close_matches(choice[2], re.findall(r"'([^']+)'", choice[3]), n=1, cutoff=0.6)
+        if close:  # 'patcher verfy'
+            exc.hint = f"did you mean {close[0]}? {exc.hint}"
     both = re.search(r"argument (\S+): not allowed with argument (\S+)$", exc.what)
     if both:
         exc.wanted, exc.found = f"{both[2]} or {both[1]}, not both", f"{both[2]} and {both[1]}"
@@ -330,6 +335,13 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
         # tool killed by SIGPIPE has, not a traceback and exit 1 that reads as an unhealthy install.
         _stop_writing(out)
         return EXIT_PIPE
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, not a 30-line traceback. Writes are journaled: one cut short is finished or
+        # rolled back by the next patcher command that takes the lock; the files are never half ours.
+        where = " ".join(a for a in argv[:1])
+        print(f"interrupted: {prog} {where} stopped by Ctrl-C; a write it had begun is finished or rolled back "
+              f"by the next {prog} command. Run '{prog} verify' to see each family's state", file=err)
+        return EXIT_INTERRUPTED
 
 
 def _stop_writing(out: TextIO) -> None:
