@@ -30,6 +30,7 @@ from patcher.drafter.eagle31 import SWITCH_WEIGHTS
 from patcher.drafter.key_names import strip_model
 from patcher.findings import Finding, hint, ok, problem, unknown
 from patcher.release import release_loader
+from patcher.release.launch_command import option_values
 from patcher.release.release import Release
 from patcher.release.release_loader import LoadAnswer
 
@@ -41,12 +42,21 @@ VERIFIER_COPY = "verifier_"
 
 
 def question(ckpt: Checkpoint, release: Release, argv: list[str] | None, target: Path | None) -> release_loader.Ask:
-    """What the release's loader is asked of this checkpoint (``argv``: the launch's own options;
-    without one, the engine module's minimal EAGLE-3 line)."""
+    """What the release's loader is asked of this checkpoint: the engine module's EAGLE-3 line for this
+    target and drafter, with the options of the launch (``argv``, as written) that change how the
+    drafter is built or loaded (``DrafterReading.loader_options``): every spelling of a launch, and
+    ``drafter check`` on the same drafter and target, ask the same question."""
     header = {name: (info.dtype, tuple(info.shape)) for name, info in ckpt.tensors.items()}
-    if argv is None:
-        argv = release.spec.drafter.loader_argv(str(target or ckpt.folder), str(ckpt.folder))
-    return release_loader.Ask(ckpt.folder, header, list(argv), target)
+    reading = release.spec.drafter
+    line = reading.loader_argv(str(target or ckpt.folder), str(ckpt.folder))
+    given = list(argv or ())
+    for option in reading.loader_options:
+        values = [v for v in option_values(given, release.name, option) if not v.startswith("--")]
+        if values:
+            line += [option, values[-1]]
+        elif option in given:
+            line.append(option)  # a flag without a value (--trust-remote-code)
+    return release_loader.Ask(ckpt.folder, header, line, target)
 
 
 def ask_loader(ckpt: Checkpoint, release: Release | None, argv: list[str] | None,

@@ -223,9 +223,12 @@ class DrafterReading:
     # the script beside this module that builds the drafter as the server does and feeds it the
     # checkpoint. None: the loader cannot be asked, and the key findings say "cannot tell".
     loader_child: str | None = None
-    # (target, drafter) -> the launch options that make the server load this drafter as EAGLE-3, for a
-    # check without a launch line of its own (doctor passes the command's)
+    # (target, drafter) -> the launch options that make the server load this drafter as EAGLE-3
     loader_argv: Callable[[str, str], list[str]] = field(default=lambda target, drafter: [])
+    # the options of a launch that change how the drafter is built or loaded (its dtype, quantisation,
+    # config overrides): doctor adds them to ``loader_argv``'s line as the command gives them, so every
+    # other spelling of the same launch asks the loader the same question (one cached answer)
+    loader_options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from patcher import engine_specs
-from patcher.core.plan import OK_STATES, State, Status
+from patcher.core.plan import State
 from patcher.drafter import loader_checks
 from patcher.drafter.checkpoint import read_checkpoint, read_config
 from patcher.drafter.checks import check_drafter
@@ -25,10 +25,10 @@ from patcher.drafter.configs import DrafterConfig, TargetConfig, parse_drafter_c
 from patcher.engine_specs.base import EnvVar, LaunchContext
 from patcher.environment import engines, gpus
 from patcher.errors import NotInstalled, PatcherError
-from patcher.findings import PROBLEM, UNKNOWN, Finding, hint, ok, problem, unknown
+from patcher.findings import PROBLEM, UNKNOWN, Finding, ok, problem
 from patcher.installer import actions
 from patcher.launch import command_checks
-from patcher.launch.meets import NO, YES, Meet, MeetContext, meets
+from patcher.launch.meets import NO, YES, FamilyMeet, MeetContext, judge
 from patcher.release import release_loader, release_parser
 from patcher.release.launch_command import LaunchCommand, effective_env
 from patcher.release.release import Release, from_statuses, located_by
@@ -37,20 +37,6 @@ SCHEMA = "patcher.doctor/1"
 GO, NO_GO, CANNOT_TELL = "go", "no-go", "cannot tell"
 PARSE = "launch.parse"  # how the line was read (patcher.launch.command_checks.reading_finding)
 EXIT = {GO: 0, NO_GO: 1, CANNOT_TELL: 3}  # 2 is usage (README, docs/reference.md)
-
-
-@dataclass(frozen=True)
-class FamilyMeet:
-    """An unready family (pending, lost, refused, conflict...) and whether this launch meets it."""
-
-    status: Status
-    meet: Meet
-
-    @property
-    def said(self) -> str:
-        """verify's phrase for it ("sglang/x is pending")."""
-        return next((r for r in actions.Report("verify", None, [self.status]).reasons(False)  # type: ignore[arg-type]
-                     if r.startswith(self.status.family.id + " ")), f"{self.status.family.id} is {self.status.state}")
 
 
 @dataclass
@@ -193,25 +179,10 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
 
 
 def _judge_families(doc: DoctorReport, context: LaunchContext, as_given: tuple[str, ...]) -> None:
-    """Each unready family, met by this launch or not (patcher.launch.meets); one it spares is a
-    line that says so, one that depends on what is not seen here is unknown (never go)."""
+    """Each unready family, met by this launch or not (patcher.launch.meets)."""
     ctx = MeetContext(context, tuple(doc.findings()), doc.gpu, as_given, _drafter_config(doc.command))
-    for status in doc.verify.statuses:
-        if status.state in OK_STATES:
-            continue
-        stated = status.family.meets
-        fm = FamilyMeet(status, meets(stated, ctx) if stated is not None
-                        else Meet(YES, "the family states no launch it spares"))
-        doc.families.append(fm)
-        code = f"family.{status.family.name}"
-        if doc.strict or fm.meet.answer == YES:
-            continue
-        if fm.meet.answer == NO:
-            doc.launch.append(hint(code, f"{fm.said}; this launch does not meet it: {fm.meet.why}",
-                                   hint=f"'{doc.release.apply_command()}' applies it anyway"))
-        else:
-            doc.launch.append(unknown(code, f"{fm.said}; whether this launch meets it depends on {fm.meet.why}",
-                                      hint=f"'{doc.release.apply_command()}' makes it no question"))
+    doc.families, lines = judge(doc.verify.statuses, ctx, doc.strict, doc.release.apply_command())
+    doc.launch += lines
 
 
 def _entry_findings(cmd: LaunchCommand, install: engines.Install, release: Release) -> list[Finding]:

@@ -34,8 +34,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from patcher.core.plan import OK_STATES, Status
 from patcher.engine_specs.base import LaunchContext
-from patcher.findings import HINT, OK, PROBLEM, UNKNOWN, Finding
+from patcher.findings import HINT, OK, PROBLEM, UNKNOWN, Finding, hint, unknown
+from patcher.installer.actions import Report
 
 YES, NO, DEPENDS = "yes", "no", "depends"
 
@@ -147,3 +149,43 @@ def _finding(codes: list[str], findings: tuple[Finding, ...]) -> Meet:
         return Meet(DEPENDS, f"{hint.code} could not be judged here")
     ok = next((f for f in found if f.level == OK), None)
     return Meet(NO, f"{ok.code} is ok here" if ok else f"nothing of {' or '.join(codes)} applies here")
+
+
+@dataclass(frozen=True)
+class FamilyMeet:
+    """An unready family (pending, lost, refused, conflict...) and whether this launch meets it."""
+
+    status: Status
+    meet: Meet
+
+    @property
+    def said(self) -> str:
+        """verify's phrase for it ("sglang/x is pending")."""
+        fid = self.status.family.id
+        return next((r for r in Report("verify", None, [self.status]).reasons(False)  # type: ignore[arg-type]
+                     if r.startswith(fid + " ")), f"{fid} is {self.status.state}")
+
+
+def judge(statuses: list[Status], ctx: MeetContext, strict: bool,
+          apply_command: str) -> tuple[list[FamilyMeet], list[Finding]]:
+    """Each unready family and whether this launch meets it; with the lines doctor prints for those
+    it does not meet (a hint) and those that depend on what is not seen here (unknown: never go).
+    With ``strict`` every family is a reason: no line."""
+    families, lines = [], []
+    for status in statuses:
+        if status.state in OK_STATES:
+            continue
+        stated = status.family.meets
+        fm = FamilyMeet(status, meets(stated, ctx) if stated is not None
+                        else Meet(YES, "the family states no launch it spares"))
+        families.append(fm)
+        code = f"family.{status.family.name}"
+        if strict or fm.meet.answer == YES:
+            continue
+        if fm.meet.answer == NO:
+            lines.append(hint(code, f"{fm.said}; this launch does not meet it: {fm.meet.why}",
+                              hint=f"'{apply_command}' applies it anyway"))
+        else:
+            lines.append(unknown(code, f"{fm.said}; whether this launch meets it depends on {fm.meet.why}",
+                                 hint=f"'{apply_command}' makes it no question"))
+    return families, lines

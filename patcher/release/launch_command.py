@@ -19,6 +19,7 @@ from pathlib import PurePath
 from patcher import engine_specs
 from patcher.engine_specs.base import EngineSpec
 from patcher.errors import LaunchUsageError
+from patcher.release import launch_wrappers
 
 # How each engine starts and spells the options doctor reads: engine_specs.<engine>.SPEC.launch.
 _SPELLINGS = {s.name: s.launch.spellings for s in engine_specs.ALL}
@@ -104,7 +105,7 @@ def parse(command: list[str]) -> LaunchCommand:
     """The launch command, or LaunchUsageError (what was found, what doctor reads)."""
     env: dict[str, str] = {}
     unset: list[str] = []
-    words, cleared = _unwrap(list(command), env, unset)
+    words, cleared = launch_wrappers.unwrap(list(command), env, unset, _ASSIGNMENT)
     wanted = _launch_forms()
     if not words:
         raise LaunchUsageError("doctor needs the server command after '--'", wanted=f"patcher doctor -- {wanted}",
@@ -117,71 +118,6 @@ def parse(command: list[str]) -> LaunchCommand:
                                hint="pass the exact line that starts the server, after '--'")
     cmd = _build(engine, entry, argv, positional, command, env, _interpreter(words[0]))
     return replace(cmd, unset=tuple(unset), cleared=cleared)
-
-
-# The forms users put in front of a server command (issue 53): each read through to the command.
-# Options that take a value as the next word, per wrapper (the rest take none, or say it with '=').
-_WRAPPER_VALUES = {
-    "env": {"-u", "--unset", "-C", "--chdir", "-S", "--split-string"},
-    "numactl": {"-i", "--interleave", "-m", "--membind", "-N", "--cpunodebind", "-C", "--physcpubind", "-p",
-                "--preferred", "-P", "--preferred-many", "-w", "--weighted-interleave"},
-    "taskset": set(),
-    "nohup": set(),
-    "uv run": {"--with", "--with-editable", "--with-requirements", "--python", "-p", "--project", "--directory",
-               "--env-file", "--extra", "--group", "--only-group", "--no-group", "--package", "--index",
-               "--default-index", "--index-url", "--extra-index-url", "-f", "--find-links", "--cache-dir",
-               "--config-file", "--color", "--index-strategy", "--prerelease", "--resolution", "--exclude-newer",
-               "--link-mode", "--compile-bytecode", "--refresh-package", "--reinstall-package",
-               "--upgrade-package", "-P", "--native-tls", "--python-preference", "--script"},
-}
-_SHELL_ONE_COMMAND = re.compile(r"[;&|`$<>(){}]|\n")  # more than one command, or the shell's own expansions
-
-
-def _unwrap(words: list[str], env: dict[str, str], unset: list[str]) -> tuple[list[str], bool]:
-    """The server command inside its wrappers: ``NAME=value`` assignments, ``env`` (its -u, -i, -S),
-    ``nohup``, ``numactl``, ``taskset``, ``uv run``, ``bash -c`` / ``sh -c`` with one command. Returns
-    the words from the command on, and whether ``env -i`` cleared the environment first."""
-    cleared = False
-    while words:
-        while words and _ASSIGNMENT.match(words[0]):
-            assigned, to = words.pop(0).split("=", 1)
-            env[assigned] = to
-        if not words:
-            break
-        head = PurePath(words[0]).name
-        if head in ("bash", "sh", "dash", "zsh") and "-c" in words[1:3]:
-            text = words[words.index("-c") + 1] if words.index("-c") + 1 < len(words) else ""
-            if _SHELL_ONE_COMMAND.search(text):
-                raise LaunchUsageError(f"'{head} -c' runs more than one command, or expands something, which "
-                                       "doctor does not read", wanted="one command after -c, or the command itself",
-                                       found=text[:120], hint="pass the server command itself after '--'")
-            words = shlex.split(text)
-            continue
-        key = "uv run" if head == "uv" and words[1:2] == ["run"] else head
-        if key not in _WRAPPER_VALUES:
-            break
-        words = words[2:] if key == "uv run" else words[1:]
-        takes = _WRAPPER_VALUES[key]
-        while words and words[0].startswith("-") and words[0] != "--":
-            option = words.pop(0)
-            name = option.split("=", 1)[0]
-            value = option.split("=", 1)[1] if "=" in option else None
-            if name in takes and value is None and words:
-                value = words.pop(0)
-            elif value is None and key == "env" and len(name) > 2 and name[:2] in ("-u", "-C", "-S"):
-                name, value = name[:2], name[2:]  # env -uNAME
-            if key == "env" and name in ("-u", "--unset") and value:
-                unset.append(value)
-                env.pop(value, None)
-            elif key == "env" and name in ("-i", "--ignore-environment", "-"):
-                cleared = True
-            elif key == "env" and name in ("-S", "--split-string") and value:
-                words = shlex.split(value) + words
-        if words[:1] == ["--"]:
-            words = words[1:]
-        if key == "taskset" and words:
-            words = words[1:]  # the CPU mask or list before the command
-    return words, cleared
 
 
 def _launch_forms() -> str:

@@ -144,5 +144,9 @@ SPEC = EngineSpec(
         loader_child="sglang/loader_child.py",
         loader_argv=lambda target, drafter: ["--model-path", target, "--speculative-algorithm", "EAGLE3",
                                              "--speculative-draft-model-path", drafter],
+        # what ModelConfig.from_server_args(..., is_draft_model=True) reads beyond the paths
+        loader_options=("--dtype", "--trust-remote-code", "--speculative-draft-model-quantization",
+                        "--speculative-draft-model-revision", "--json-model-override-args", "--model-impl",
+                        "--context-length"),
     ),
 )

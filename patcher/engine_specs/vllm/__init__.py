@@ -137,5 +137,7 @@ SPEC = EngineSpec(
         loader_child="vllm/loader_child.py",
         loader_argv=lambda target, drafter: [target, "--speculative-config", json.dumps(
             {"method": "eagle3", "model": drafter, "num_speculative_tokens": 3})],
+        # what the draft ModelConfig and the loader read beyond the speculative config's model
+        loader_options=("--dtype", "--trust-remote-code", "--hf-overrides", "--load-format", "--model-impl"),
     ),
 )
