@@ -80,7 +80,7 @@ def test_revert_refuses_when_it_would_not_give_the_published_file(venv, tmp_path
     (fam,) = out[0]["families"]
     assert code == 1 and out[0]["changed"] == [] and fam["state"] == "conflict"
     assert fam["detail"].startswith("toyengine/core.py changed since apply")
-    assert fam["hint"].endswith("pip install --force-reinstall --no-deps toyengine==1.0")
+    assert fam["hint"].endswith(f"{python} -m pip install --force-reinstall --no-deps toyengine==1.0")
     assert core.read_bytes() == before
 
 
@@ -152,3 +152,21 @@ def test_untested_release_that_no_variant_fits_names_the_nearest(venv, tmp_path)
     st = only(actions.verify(toy.ENGINE, actions.Options(python=str(python), patches=family(tmp_path / "p"))))
     assert st.state is State.UNKNOWN and st.variant == "v1"
     assert st.detail.startswith("no variant declared for 3.0; nearest is v1")
+
+
+def test_the_restore_hint_is_pasteable_where_it_is_shown() -> None:
+    """Issue 58 item 6: a bare 'pip install ...' reinstalled into whatever environment the shell had;
+    a checkout's hint said 'git checkout -- FILE' with a literal FILE."""
+    from dataclasses import replace as with_
+    from pathlib import Path
+
+    from packaging.version import Version
+
+    from patcher.environment import engines
+    from patcher.installer.actions import _restore
+
+    wheel = engines.Install("vllm", Version("0.34.0"), Path("/env/lib/site-packages"), Path("/env/x.dist-info"), {},
+                            "/env/bin/python", "3.12", None, None)
+    assert _restore(wheel, ["vllm/a.py"]) == "/env/bin/python -m pip install --force-reinstall --no-deps vllm==0.34.0"
+    checkout = with_(wheel, truth="the hashes vllm 0.34.0 published")
+    assert _restore(checkout, ["vllm/a.py", "vllm/b.py"]).endswith("checkout -- vllm/a.py vllm/b.py)")

@@ -169,7 +169,8 @@ def test_edit_after_apply_is_a_warning_that_says_what_revert_does(tmp_path):
         f.write("# a local tweak\n")
     warning = ("       warning: sglang/srt/models/llama_eagle3.py changed since apply (our hunks are intact, other "
                f"lines differ); 'patcher revert --site {site}' leaves it as it is and exits 1 (conflict); to get "
-               "the published file back: pip install --force-reinstall --no-deps sglang==0.5.9")
+               "the published file back: python -m pip install --force-reinstall --no-deps sglang==0.5.9, run with "
+               f"the python whose site-packages is {site}")
     code, out, _ = cli("verify", *sel)
     assert code == 0 and out.splitlines()[1:] == [
         "  ok   sglang/eagle3-drafter-keys: applied [v1]: variant v1 is in place", warning, BOOKKEEPING.format(site),
@@ -419,7 +420,8 @@ def test_revert_leaves_a_file_edited_after_apply_and_says_how_to_restore_it(toy_
     core = site / "toyengine/core.py"
     edited = core.read_text() + "# a local tweak\n"
     core.write_text(edited)
-    restore = "pip install --force-reinstall --no-deps toyengine==1.0"
+    restore = ("python -m pip install --force-reinstall --no-deps toyengine==1.0, run with the python whose "
+               f"site-packages is {site}")
     if state_file == "kept":  # verify can tell the edit from our own lines, and says what revert does
         code, out, _ = cli("verify", *sel)
         assert code == 0 and out.splitlines()[2] == (

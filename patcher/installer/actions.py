@@ -123,10 +123,16 @@ def _unproven_checkout(install: Install, todo: list[Status]) -> None:
                 break
 
 
-def _restore(install: Install) -> str:
+def _restore(install: Install, rels: list[str]) -> str:
+    """The command that puts the published files back, pasteable as it is: the checkout's own git for
+    an editable install (the files named), else the environment's own pip (a bare 'pip' may be
+    another environment's)."""
     if install.truth != engines.RECORD_TRUTH:  # an editable checkout: a wheel installed over it is not the way
-        return f"restore the file from the checkout's own history (git -C {install.site} checkout -- FILE)"
-    return f"pip install --force-reinstall --no-deps {install.engine}=={install.version}"
+        return f"restore it from the checkout's own history (git -C {install.site} checkout -- {' '.join(rels)})"
+    command = f"-m pip install --force-reinstall --no-deps {install.engine}=={install.version}"
+    if install.python:
+        return f"{install.python} {command}"
+    return f"python {command}, run with the python whose site-packages is {install.site}"
 
 
 def _edited(install: Install, statuses: list[Status]) -> None:
@@ -137,14 +143,14 @@ def _edited(install: Install, statuses: list[Status]) -> None:
         for rel in s.edited:
             s.warnings.append(f"{rel} changed since apply (our hunks are intact, other lines differ); "
                               "'patcher revert' leaves it as it is and exits 1 (conflict); "
-                              f"to get the published file back: {_restore(install)}")
+                              f"to get the published file back: {_restore(install, [rel])}")
 
 
 def _left_as_is(install: Install, st: Status, rels: list[str]) -> None:
     """What revert reports for a family it does not touch because one of its files was edited."""
     st.state = State.CONFLICT
     st.detail = f"{', '.join(rels)} changed since apply (our hunks are intact, other lines differ); left as it is"
-    st.hint = f"to get the published file{'s' if len(rels) > 1 else ''} back: {_restore(install)}"
+    st.hint = f"to get the published file{'s' if len(rels) > 1 else ''} back: {_restore(install, rels)}"
 
 
 def _refresh(records: dict, changes: dict[str, bytes], drop: frozenset[str] = frozenset()) -> dict:
