@@ -857,3 +857,15 @@ def test_ctrl_c_ends_with_one_line_and_the_state_to_check(monkeypatch) -> None:
     lines = err.getvalue().splitlines()
     assert len(lines) == 1 and lines[0].startswith("interrupted: patcher apply stopped by Ctrl-C")
     assert "Run 'patcher verify'" in lines[0] and out.getvalue() == ""
+
+
+def test_a_flag_value_out_of_range_says_what_the_flag_takes() -> None:
+    """Issue 58 item 6: '--probe-timeout 0' said 'wanted: patcher verify ...'."""
+    import io
+
+    from patcher.cli.main import main
+
+    err = io.StringIO()
+    assert main(["verify", "--probe-timeout", "0"], out=io.StringIO(), err=err) == 2
+    assert err.getvalue().splitlines()[1:3] == ["  wanted: --probe-timeout SECONDS, a number above 0",
+                                                "  found:  --probe-timeout 0"]

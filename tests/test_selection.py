@@ -42,6 +42,7 @@ def test_only_and_skip_of_one_family_is_a_usage_error():
     assert code == 2 and json.loads(out)["exit"] == 2
     assert err.splitlines() == ["error: --only and --skip both name sglang/k25-aux-capture",
                                 "  wanted: each family in at most one of them",
+                                "  found:  --only sglang/k25-aux-capture --skip sglang/k25-aux-capture",
                                 "  hint:   --only already leaves out every family it does not name"]
 
 

@@ -242,6 +242,9 @@ def _usage_facts(exc: PatcherError, parser: argparse.ArgumentParser, argv: list[
     that the server command goes after '--'."""
     import difflib
 
+    value = re.search(r"argument (--[\w-]+): (.+) is not a positive number of seconds$", exc.what)
+    if value:  # --probe-timeout 0: what the flag takes, not the command's usage line
+        exc.wanted, exc.found = f"{value[1]} SECONDS, a number above 0", f"{value[1]} {value[2]}"
     choice = re.search(r"argument (\S+): invalid choice: '(.*)' \(choose from (.+)\)$", exc.what)
     if choice:
         exc.wanted, exc.found = f"{choice[1]} one of {choice[3]}", f"{choice[1]} {choice[2]}"

@@ -48,6 +48,7 @@ def scope(engine: str, only: tuple[str, ...], skip: tuple[str, ...], patches: Pa
     both = sorted(picked["--only"] & picked["--skip"])
     if both:
         raise SelectionError(f"--only and --skip both name {both[0]}", wanted="each family in at most one of them",
+                             found=f"--only {both[0]} --skip {both[0]}",
                              hint="--only already leaves out every family it does not name")
     if only:
         return tuple(e for e in wanted if any(i.startswith(e + "/") for i in picked["--only"]))
