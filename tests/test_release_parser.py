@@ -184,3 +184,22 @@ def test_a_parser_that_never_answers_is_unavailable_in_time(tmp_path: Path, monk
     install, _ = _python_stand_in(tmp_path, "import time\ntime.sleep(30)\n")
     (cmd, r), = release_parser.read_many([parse(["vllm", "serve", "m"])], install)
     assert (r.status, r.error) == ("unavailable", "the parser did not answer in 1 s") and r.seconds < 10
+
+
+VALUES = {"model": "m", "tensor_parallel_size": 8, "pipeline_parallel_size": 1, "speculative_config": {}}
+
+
+@pytest.mark.parametrize(("startup", "kept"), [
+    ({"status": "refused", "error": "ValueError: no tokens"}, True),
+    ({"status": "configured", "method": "eagle3", "tokens": 3, "draft": "d", "target": "m", "draft_tp": 1}, True),
+    ({"status": "maybe"}, False),  # not a status the child writes
+    ({"status": "refused", "error": ["a list"]}, False),  # a value not of the child's shape
+    ("refused", False),
+])
+def test_the_start_up_answer_is_input_too(tmp_path: Path, startup: object, kept: bool) -> None:
+    """doctor asks the release's start-up configuration (issue 53) with the parse: what comes back
+    is a verdict's ground, so an answer not in the child's shape is no answer (None), never a refusal."""
+    install, runs = _stand_in(tmp_path, [answer(status="parsed", values={**VALUES, "_startup": startup})])
+    _, how = release_parser.read(parse(["vllm", "serve", "m", "-tp", "8"]), install)
+    assert how.startup == (startup if kept else None)
+

@@ -123,6 +123,28 @@ def reading_finding(reading: release_parser.Reading, release: Release) -> Findin
                 f"({reading.error}); every option doctor reads is written in full", hint=where)
 
 
+def startup_findings(reading: release_parser.Reading, release: Release) -> list[Finding]:
+    """What the release's own start-up configuration made of the parsed line (vLLM's
+    ``create_engine_config``, issue 53): refused (a speculative config without its token count, a
+    draft tensor-parallel size it does not take, a key it does not know) is where the server stops,
+    seconds after start and before any weight; configured says what it resolved."""
+    got = reading.startup
+    if got is None:
+        return []
+    code, label = "launch.startup", release.label()
+    if got["status"] == "refused":
+        return [problem(code, f"{label}'s start-up configuration refuses the command: the server stops before it "
+                        "loads anything", wanted="a configuration the release accepts", found=got.get("error") or "",
+                        hint="fix what the release names; the rest of this report assumes it is fixed")]
+    if got["status"] == "unavailable":
+        return [hint(code, f"{label}'s start-up configuration could not be built here ({got.get('error')}): "
+                     "its own checks of the configuration were not run",
+                     hint="name local model folders in the command (a Hub id is not read offline)")]
+    spec = (f"; speculative method {got.get('method')}, {got.get('tokens')} token(s), draft {got.get('draft')}"
+            if got.get("method") else "; no speculative decoding")
+    return [ok(code, f"accepted by {label}'s start-up configuration{spec}")]
+
+
 def _looks_like_hub_id(value: str) -> bool:
     """``org/name``: vLLM and SGLang download it from the Hugging Face Hub."""
     parts = value.split("/")

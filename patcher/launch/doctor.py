@@ -154,6 +154,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     _ask_loader_ahead(cmd, release, as_given)  # on the other core, while the parser reads the line
     cmd, reading = release_parser.read(cmd, install)
     launch.append(command_checks.reading_finding(reading, release))
+    launch += command_checks.startup_findings(reading, release)
     if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs
         return DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                             launch, probes=probes)
@@ -173,7 +174,9 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                        launch, target_config=target, probes=probes, strict=strict,
                        gpu=gpu if gpu is not None else gpus.major())
-    doc.drafter = _drafter_findings(cmd, release, target, as_given) if method.kind == command_checks.EAGLE else []
+    stops = reading.startup is not None and reading.startup["status"] == "refused"  # before any weight
+    doc.drafter = (_drafter_findings(cmd, release, target, as_given)
+                   if method.kind == command_checks.EAGLE and not stops else [])
     _judge_families(doc, context, tuple(as_given))
     return doc
 

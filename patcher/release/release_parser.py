@@ -24,6 +24,7 @@ generate most options from dataclass fields at run time (vLLM's ``EngineArgs``, 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -44,6 +45,7 @@ from patcher.release.launch_command import LaunchCommand
 
 MARK = "@@kimi-patcher-parse@@ "
 STATUSES = ("parsed", "rejected", "unavailable")
+STARTUP_STATUSES = ("configured", "refused", "unavailable")
 CACHE = kept.folder("launch")
 TIMEOUT = 180.0  # a cold import of vLLM's CLI on a loaded 2-core machine takes 10-40 s
 _UNAVAILABLE: dict[tuple[str, str], str] = {}  # (python, site) -> why the parser does not import there
@@ -59,6 +61,9 @@ class Reading:
     unsure: tuple[str, ...] = ()  # by "spellings": tokens the release may read otherwise
     seconds: float = 0.0
     cached: bool = False
+    # The release's start-up configuration of the parsed line, where its child builds one (vLLM's
+    # create_engine_config): {"status": configured | refused | unavailable, ...}; None: not built.
+    startup: dict | None = None
 
 
 def read(cmd: LaunchCommand, install: Install) -> tuple[LaunchCommand, Reading]:
@@ -137,7 +142,11 @@ def _reading(cmd: LaunchCommand, got: dict | None, seconds: float, cached: bool,
     if got["status"] == "rejected":
         return cmd, Reading("release", "rejected", got["error"], (), seconds, cached)
     argv = canonical(cmd.spec.launch.read, got["values"])
-    return launch_command.with_argv(cmd, argv), Reading("release", "parsed", "", (), seconds, cached)
+    startup = got["values"].get("_startup")
+    if not (isinstance(startup, dict) and startup.get("status") in STARTUP_STATUSES
+            and all(isinstance(v, (str, int, type(None))) for v in startup.values())):
+        startup = None  # a child that builds none, or a cache file not of its shape
+    return launch_command.with_argv(cmd, argv), Reading("release", "parsed", "", (), seconds, cached, startup)
 
 
 def server_argv(cmd: LaunchCommand) -> list[str]:  # as written, ``vllm serve``'s positional model first
@@ -195,8 +204,7 @@ def _run(python: str, install: Install, child: str | None, req: dict,
     further lines from the table once the child sends it."""
     if child is None:
         return {"status": "unavailable", "error": f"patcher has no reader of {install.engine}'s own parser"}
-    here = Path(engine_specs.__file__).parent
-    script = (here / "parser_child_common.py").read_text() + "\n" + (here / child).read_text()
+    script = _script(child)
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1")
     if not install.python:  # --site: ours, with the site first on the path (as the probes run)
         env["PYTHONPATH"] = os.pathsep.join([str(install.site), *filter(None, [env.get("PYTHONPATH")])])
@@ -262,10 +270,18 @@ def _valid(got: object) -> dict | None:
     return got
 
 
+@functools.cache
+def _script(child: str) -> str:
+    here = Path(engine_specs.__file__).parent
+    return (here / "parser_child_common.py").read_text() + "\n" + (here / child).read_text()
+
+
 def _key(engine: str, req: dict, install: Install, python: str) -> str:
-    """The release's files as installed, the interpreter, the request, the working directory and
-    any --config file's bytes."""
+    """The release's files as installed, the interpreter, the request, the working directory, the
+    child that answers (a changed child asks anew) and any --config file's bytes."""
     h = hashlib.sha256(json.dumps([python, str(install.site), req, os.getcwd()]).encode())
+    child = engine_specs.spec(engine).launch.parser_child
+    h.update(_script(child).encode() if child else b"\0no child")
     h.update(kept.files_digest(install.site, list(install.record), install.package).encode())
     for value in launch_command.option_values(req["argv"], engine, "--config"):
         try:

@@ -12,11 +12,12 @@ one import): the marker, then JSON.
 Sent after parser_child_common.py, whose names it uses (Recorded, run).
 """
 
+import copy
 import inspect
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # sent after parser_child_common.py, which defines them
-    from patcher.engine_specs.parser_child_common import Recorded, option_table, run
+    from patcher.engine_specs.parser_child_common import Recorded, option_table, plain, run
 
 
 def _cpu_platform_where_none():
@@ -37,7 +38,6 @@ def _cpu_platform_where_none():
 def _serve_parser(entry):
     import vllm.entrypoints.cli.serve as serve  # the serve subcommand: its parser and make_arg_parser
 
-    _cpu_platform_where_none()
     flexible = serve.FlexibleArgumentParser
     if entry == "serve":
         top = flexible(prog="vllm")
@@ -69,6 +69,7 @@ def parse(line, dests, loaded):
     # EngineArgs.create_speculative_config run on the parsed namespace itself: the release's own
     # merge of --spec-* into --speculative-config (and its refusals), without building EngineArgs,
     # whose __post_init__ asks the platform for a device (none on a CPU-only build host).
+    as_parsed = copy.deepcopy(args)  # the merge writes into the namespace: start-up reads it as parsed
     real = arg_utils.SpeculativeConfig  # the parser of the next line is built from the real one
     arg_utils.SpeculativeConfig = Record()
     create = arg_utils.EngineArgs.create_speculative_config
@@ -87,7 +88,47 @@ def parse(line, dests, loaded):
         "tensor_parallel_size": args.tensor_parallel_size,
         "pipeline_parallel_size": args.pipeline_parallel_size,
         "speculative_config": speculative,
+        "_startup": _startup(as_parsed),  # ~2 s for the first line (imports), ~10 ms for each next
     }
+
+
+def _startup(args):
+    """The release's own start-up configuration of the parsed line (``EngineArgs.create_engine_config``,
+    issue 53): its checks of the speculative config (missing or zero tokens, a draft TP it refuses, an
+    unknown key), what it infers (the method from the draft's config, a speculators drafter served as
+    the model), before any device or weight. Stand-in: the platform's ``check_and_update_config`` (the
+    device's own choice of kernels, backends and graphs) is not run: a build host has no GPU."""
+    from vllm import platforms
+    from vllm.engine import arg_utils
+
+    platform = platforms.current_platform
+    saved = platform.__dict__.get("check_and_update_config")
+    platform.check_and_update_config = lambda *a, **k: None
+    try:
+        config = arg_utils.EngineArgs.from_cli_args(args).create_engine_config()
+    except (ValueError, TypeError) as exc:  # the release's own refusal (pydantic's ValidationError included)
+        errors = getattr(exc, "errors", None)
+        text = "; ".join(_said(e) for e in errors()) if callable(errors) else str(exc)
+        return {"status": "refused", "error": plain(f"{type(exc).__name__}: {text}")}
+    except Exception as exc:  # a model it cannot read here (a Hub id offline), a device it asks for
+        return {"status": "unavailable", "error": plain(f"{type(exc).__name__}: {exc}")}
+    finally:
+        if saved is None:
+            platform.__dict__.pop("check_and_update_config", None)
+        else:
+            platform.check_and_update_config = saved
+    spec = config.speculative_config
+    draft = getattr(spec, "draft_model_config", None) if spec is not None else None
+    return {"status": "configured", "target": config.model_config.model,
+            "method": getattr(spec, "method", None), "draft": getattr(draft, "model", None),
+            "tokens": getattr(spec, "num_speculative_tokens", None),
+            "draft_tp": getattr(spec, "draft_tensor_parallel_size", None)}
+
+
+def _said(error):
+    """One of pydantic's errors as it names it: where (a key it does not take), then what."""
+    where = ".".join(str(part) for part in error.get("loc") or ())
+    return f"{where}: {error.get('msg')}" if where else str(error.get("msg"))
 
 
 def table(entry, loaded):
@@ -97,6 +138,7 @@ def table(entry, loaded):
 
 
 def load():
+    _cpu_platform_where_none()  # first: modules bind the platform when imported (arg_utils for start-up)
     import vllm.engine.arg_utils  # noqa: F401
     import vllm.entrypoints.cli.serve  # noqa: F401
 
