@@ -67,7 +67,20 @@ include = ["sglang*"]
 """
 
 
-_DAEMON: list[subprocess.Popen] = []  # the dockerd started here: it outlives the test, as a service
+_DAEMON: list[subprocess.Popen] = []  # the dockerd started here: it serves the module's tests
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _stop_the_daemon_started_here():
+    """A dockerd this module started is stopped with it (left running, Popen warns at exit)."""
+    yield
+    for daemon in _DAEMON:
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
 INSIDE = ("docker", "run", "--rm", "--network=none")  # a command in a fresh container of the image
 
 
@@ -110,9 +123,10 @@ def base_image(tmp_path: Path) -> str | None:
               "http://deb.debian.org/debian", timeout=900)
     if got.returncode != 0:
         return f"debootstrap failed: {(got.stdout + got.stderr).strip().splitlines()[-1:]}"
-    tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-    imported = run("docker", "import", "-", BASE, stdin=tar.stdout, timeout=600)
-    tar.wait()
+    # The context closes our end of the pipe and waits for tar: a pipe left open is a
+    # ResourceWarning that pytest reports against this test.
+    with subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE) as tar:
+        imported = run("docker", "import", "-", BASE, stdin=tar.stdout, timeout=600)
     shutil.rmtree(rootfs, ignore_errors=True)
     return None if imported.returncode == 0 else f"docker import failed: {imported.stderr.strip()[-300:]}"
 

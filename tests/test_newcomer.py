@@ -14,6 +14,9 @@ from patcher.maintainer import newcomer
 from tests.support.probe_ids import expected
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+# What the clone's test command runs: the pure CLI, the life cycle on toy installs, and the
+# demo's release applied, verified and reverted on its real wheel (the wheel cache, from the clone).
+CLONE_TESTS = ("tests/test_cli.py", "tests/test_lifecycle.py", "tests/test_releases.py::test_release[sglang-0.5.9]")
 
 
 def test_the_readme_names_two_commands_a_newcomer_can_paste():
@@ -52,7 +55,9 @@ def test_the_readme_two_commands_work_in_a_fresh_clone(tmp_path):
     if subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True).returncode:
         pytest.fail(f"{repo} is not a git checkout: the newcomer's path starts from a clone")
     lines: list[str] = []
-    runs = newcomer.walk(repo, log=tmp_path, say=lines.append)
+    # The test command runs a few files: the whole default tier in the clone would run it twice
+    # in CI, whose default tier is that same command on a clean clone (8 minutes on 2 cores).
+    runs = newcomer.walk(repo, log=tmp_path, say=lines.append, pytest_addopts=" ".join(CLONE_TESTS))
     assert [r.code for r in runs] == [0, 0], "\n".join(lines) + "\n" + runs[-1].output[-4000:]
     demo, tests = runs
 
@@ -64,8 +69,8 @@ def test_the_readme_two_commands_work_in_a_fresh_clone(tmp_path):
     assert re.search(r"^total \d+\.\d s; exit 0$", demo.output, re.M), demo.output
     assert "reverted the environment to the published files (exit 0)" in demo.output
 
-    # The second: the default tier passes in the clone's own .venv, with nothing failed or
-    # skipped for want of something, and prints no progress lines when not on a terminal.
+    # The second: the tests pass in the clone's own .venv, with nothing failed or skipped for
+    # want of something, and print no progress lines when not on a terminal.
     summary = tests.output.strip().splitlines()[-1]
-    assert re.search(r"\d+ passed", summary) and not re.search(r"failed|error", summary), summary
+    assert re.search(r"\d+ passed", summary) and not re.search(r"failed|error|skipped", summary), summary
     assert "[tests]" not in tests.output

@@ -72,8 +72,12 @@ def disk_use(paths: list[Path]) -> int:
 
 
 def walk(source: Path = REPO, cold: Path | None = None, log: Path | None = None,
-         say: Callable[[str], None] = print) -> list[Run]:
-    """Clone source, then run the README's two commands in the clone, one after the other."""
+         say: Callable[[str], None] = print, pytest_addopts: str | None = None) -> list[Run]:
+    """Clone source, then run the README's two commands in the clone, one after the other.
+
+    ``pytest_addopts`` (PYTEST_ADDOPTS for the commands) narrows what the test command runs: the
+    slow test proves the command works in a clone, while CI's default tier is that very command on
+    a clean clone, run in full."""
     where = caches(cold)
     # A newcomer's shell: none of the variables a surrounding venv or pytest run sets
     # (KIMI_TEST_PROGRESS is tests/support/progress.py's: it would print to our terminal).
@@ -81,6 +85,8 @@ def walk(source: Path = REPO, cold: Path | None = None, log: Path | None = None,
            if k not in ("VIRTUAL_ENV", "PYTHONPATH", "KIMI_TEST_PROGRESS") and not k.startswith("PYTEST_")}
     if cold is not None:
         env.update({k: str(v) for k, v in where.items()})
+    if pytest_addopts is not None:
+        env["PYTEST_ADDOPTS"] = pytest_addopts
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="newcomer-") as tmp:
         clone = Path(tmp) / "kimi-patcher"
