@@ -1,5 +1,6 @@
-"""doctor asks the release's own start-up configuration (issue 53): vLLM's ``create_engine_config``
-on the parsed line, in the release's interpreter.
+"""doctor asks the release's own start-up configuration (issue 53): vLLM's ``create_engine_config``,
+SGLang's ``ServerArgs`` post-processing (``__post_init__``, or ``resolve_once`` from 0.5.20) on the
+parsed line, in the release's interpreter; SGLang's is shown a stand-in GPU (``--gpu``, else Hopper).
 
 A field-report failure class: a line the parser takes and the server refuses seconds after start,
 in words doctor had no rule for (a speculative config without its token count, a draft
@@ -28,11 +29,15 @@ pytestmark = [pytest.mark.wheels, pytest.mark.cpuenv]
 # The default tier's vLLM (the loader test's release: its environment is built once for both);
 # the release of the field report's vLLM launches in --full.
 RELEASES = [pytest.param("0.34.0"), pytest.param("0.22.1", marks=pytest.mark.full)]
+# SGLang: the default tier's newest (resolve_once), and the GPU-proof release (__post_init__, the
+# fused-capture bug the fusion verdict is about) in --full.
+SGLANG = [pytest.param("0.5.23"), pytest.param("0.5.13.post1", marks=pytest.mark.full)]
 
 
-def _doctor(python: Path, *line: str) -> tuple[int, dict]:
+def _doctor(python: Path, *line: str, gpu: str | None = None) -> tuple[int, dict]:
     out = io.StringIO()
-    code = main(["doctor", "--json", "--python", str(python), "--", *line], out=out, err=io.StringIO())
+    code = main(["doctor", "--json", "--python", str(python), *(["--gpu", gpu] if gpu else []), "--", *line],
+                out=out, err=io.StringIO())
     return code, json.loads(out.getvalue())
 
 
@@ -72,3 +77,49 @@ def test_the_release_s_start_up_refusals_are_no_go_in_its_own_words(tmp_path: Pa
             elif "keys.load" in found:  # the server stops before it loads anything: no drafter verdict
                 wrong.append(f"{name}: judged the drafter of a line that stops at start-up")
         assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("version", SGLANG)
+def test_sglang_s_start_up_refusals_and_its_own_fusion_choice(tmp_path: Path, version: str) -> None:
+    target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
+    drafter = rd.specforge_kimi(tmp_path)
+    accepted = ["python", "-m", "sglang.launch_server", "--model-path", str(target), "--tp", "8",
+                "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(drafter)]
+    refused = {  # what the release's words name; each line otherwise the accepted one
+        "STANDALONE with DP attention": (["--speculative-algorithm", "STANDALONE", "--enable-dp-attention",
+                                          "--dp", "8"], "dp attention"),
+        "a draft window of 0": (["--speculative-draft-window-size", "0"], "must be positive"),
+    }
+    off = [*accepted, "--enforce-disable-flashinfer-allreduce-fusion"]
+    with cpu_env.using("sglang", version, log=progress.say) as python:
+        install = engines.find_first(["sglang"], python=str(python))[0]
+        assert install is not None
+        release_parser.read_many([parse(words) for words in
+                                  (accepted, off, *([*accepted, *extra] for extra, _ in refused.values()))], install)
+        code, doc = _doctor(python, *accepted)
+        said = {f["code"]: f for f in doc["findings"]}
+        assert said["launch.parse"]["level"] == "ok"
+        startup = said["launch.startup"]
+        assert startup["level"] == "ok", startup
+        assert "compute capability 9.0; assumed" in startup["message"], startup  # no GPU here: it says so
+        assert "speculative method EAGLE3" in startup["message"] and f"draft {drafter}" in startup["message"]
+        assert "keys.load" in said, "an accepted line goes on to the drafter check"
+        fusion = said["launch.allreduce_fusion"]
+        buggy = "pending" in fusion["message"]  # the fused-capture fix not applied (0.5.13.post1 as published)
+        if buggy:  # the release's own auto-enable at TP 8 on Hopper, on a DeepSeek-V3 target
+            assert fusion["level"] == "problem" and "start-up configuration turns it on" in fusion["message"], fusion
+        wrong = []
+        for name, (extra, named) in refused.items():
+            code, doc = _doctor(python, *accepted, *extra)
+            found = {f["code"]: f for f in doc["findings"]}
+            f = found.get("launch.startup", {})
+            if (code, f.get("level")) != (1, "problem") or named not in f.get("found", ""):
+                wrong.append(f"{name}: exit {code}, {f}")
+            elif "keys.load" in found:
+                wrong.append(f"{name}: judged the drafter of a line that stops at start-up")
+        assert not wrong, "\n".join(wrong)
+        if buggy:  # the release leaves the fusion off where told to, and on a GPU it does not fuse on
+            for words, gpu in ((off, None), (accepted, "sm120")):
+                _, doc = _doctor(python, *words, gpu=gpu)
+                fusion = {f["code"]: f for f in doc["findings"]}["launch.allreduce_fusion"]
+                assert fusion["level"] == "ok" and "leaves the allreduce fusion off" in fusion["message"], fusion

@@ -127,6 +127,8 @@ class LaunchContext:
     variables: dict[str, EnvVar]
     # the release's own parser read the line (so every option in it exists in this release)
     parsed_by_release: bool = False
+    # what the release's start-up configuration resolved (release_parser.Reading.startup), or None
+    startup: dict | None = None
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ Standard library only: it runs inside the engine's environment.
 import contextlib
 import io
 import json
+import os
 import re
 import sys
 
@@ -29,6 +30,20 @@ def say(**result):
 def plain(text):
     """Without memory addresses (``<function loads at 0x7f...>``): the same line reads the same."""
     return re.sub(r" at 0x[0-9a-f]+", "", text)[:400]
+
+
+@contextlib.contextmanager
+def launch_environ(line):
+    """The command's own assignments (``VAR=value vllm serve ...``) in force while the release's
+    start-up configuration runs, and this process's environment as it was afterwards: start-up
+    code writes variables too, and the next line asked must not see them."""
+    saved = dict(os.environ)
+    os.environ.update(line.get("env") or {})
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def one(parse, line, dests, loaded):

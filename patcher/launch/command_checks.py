@@ -1,6 +1,6 @@
-"""What the command asks for, as the release reads it: how the line was read (the release's own
-parser, or doctor's exact spellings where it does not import) and which speculative method runs
-(``launch.parse``, ``flags.algorithm`` for methods doctor does not check, ``launch.mtp``), whether
+"""What the command asks for, as the release reads it (how it was read and what the release's
+start-up made of it: reading_checks.py): which speculative method runs
+(``flags.algorithm`` for methods doctor does not check, ``launch.mtp``), whether
 the target and drafter it names exist (``launch.target``, ``launch.drafter``), and the environment
 variables the engine module says doctor reads, as the install declares them and as the release
 parses the value given (``env.*``); the release facts they rest on (which targets draft with their
@@ -21,7 +21,6 @@ from pathlib import Path
 from patcher.drafter.configs import TargetConfig
 from patcher.engine_specs.base import EngineSpec, EnvParsed, EnvVar, parse_file
 from patcher.findings import Finding, hint, ok, problem, unknown
-from patcher.release import release_parser
 from patcher.release.launch_command import LaunchCommand, method_given
 from patcher.release.release import Release
 
@@ -99,50 +98,6 @@ def _mtp_findings(release: Release, cmd: LaunchCommand, name: str, eagle_as_mtp:
                          "nothing of EAGLE-3 applies")]
     return [unknown(code, f"{how}: {arch} has {layers} MTP layer(s), and whether {release.label()} loads them "
                     "for this architecture was not read", found=arch)]
-
-
-def reading_finding(reading: release_parser.Reading, release: Release) -> Finding:
-    """How the line was read: by the release's own parser, refused by it, or (where it does not
-    import) by doctor's exact spellings, with the tokens the release may read otherwise."""
-    label = release.label()
-    code = "launch.parse"
-    if reading.status == "parsed":
-        when = "cached answer" if reading.cached else f"{reading.seconds:.1f} s"
-        return ok(code, f"read by {label}'s own parser ({when})")
-    if reading.status == "rejected":
-        return problem(code, f"{label}'s own parser refuses the command: the server stops before it loads anything",
-                       wanted="a line the release's parser accepts", found=reading.error,
-                       hint="fix what the parser names ('--help' after the same command lists its options)")
-    where = "run doctor with --python of the environment that runs the server"
-    if reading.unsure:
-        return unknown(code, f"{label}'s own parser cannot run here ({reading.error}), and the line has "
-                       f"{' '.join(reading.unsure)}: an abbreviation, alias, dotted or --config form it may read "
-                       "otherwise than doctor's exact spellings", found=" ".join(reading.unsure),
-                       hint=f"{where}, or write each option in full")
-    return hint(code, f"read by the exact spellings doctor knows: {label}'s own parser cannot run here "
-                f"({reading.error}); every option doctor reads is written in full", hint=where)
-
-
-def startup_findings(reading: release_parser.Reading, release: Release) -> list[Finding]:
-    """What the release's own start-up configuration made of the parsed line (vLLM's
-    ``create_engine_config``, issue 53): refused (a speculative config without its token count, a
-    draft tensor-parallel size it does not take, a key it does not know) is where the server stops,
-    seconds after start and before any weight; configured says what it resolved."""
-    got = reading.startup
-    if got is None:
-        return []
-    code, label = "launch.startup", release.label()
-    if got["status"] == "refused":
-        return [problem(code, f"{label}'s start-up configuration refuses the command: the server stops before it "
-                        "loads anything", wanted="a configuration the release accepts", found=got.get("error") or "",
-                        hint="fix what the release names; the rest of this report assumes it is fixed")]
-    if got["status"] == "unavailable":
-        return [hint(code, f"{label}'s start-up configuration could not be built here ({got.get('error')}): "
-                     "its own checks of the configuration were not run",
-                     hint="name local model folders in the command (a Hub id is not read offline)")]
-    spec = (f"; speculative method {got.get('method')}, {got.get('tokens')} token(s), draft {got.get('draft')}"
-            if got.get("method") else "; no speculative decoding")
-    return [ok(code, f"accepted by {label}'s start-up configuration{spec}")]
 
 
 def _looks_like_hub_id(value: str) -> bool:

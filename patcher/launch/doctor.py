@@ -27,7 +27,7 @@ from patcher.environment import engines, gpus
 from patcher.errors import NotInstalled, PatcherError
 from patcher.findings import PROBLEM, UNKNOWN, Finding, ok, problem
 from patcher.installer import actions
-from patcher.launch import command_checks
+from patcher.launch import command_checks, reading_checks
 from patcher.launch.meets import NO, YES, FamilyMeet, MeetContext, judge
 from patcher.release import release_loader, release_parser
 from patcher.release.launch_command import LaunchCommand, effective_env
@@ -35,7 +35,7 @@ from patcher.release.release import Release, from_statuses, located_by
 
 SCHEMA = "patcher.doctor/1"
 GO, NO_GO, CANNOT_TELL = "go", "no-go", "cannot tell"
-PARSE = "launch.parse"  # how the line was read (patcher.launch.command_checks.reading_finding)
+PARSE = "launch.parse"  # how the line was read (patcher.launch.reading_checks.reading_finding)
 EXIT = {GO: 0, NO_GO: 1, CANNOT_TELL: 3}  # 2 is usage (README, docs/reference.md)
 
 
@@ -152,9 +152,10 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     variables = command_checks.variables(cmd.spec, install.site)
     as_given = release_parser.server_argv(cmd)  # what the release's loader is built from (the drafter check)
     _ask_loader_ahead(cmd, release, as_given)  # on the other core, while the parser reads the line
-    cmd, reading = release_parser.read(cmd, install)
-    launch.append(command_checks.reading_finding(reading, release))
-    launch += command_checks.startup_findings(reading, release)
+    gpu = gpu if gpu is not None else gpus.major()
+    cmd, reading = release_parser.read(cmd, install, gpu)
+    launch.append(reading_checks.reading_finding(reading, release))
+    launch += reading_checks.startup_findings(reading, release)
     if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs
         return DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                             launch, probes=probes)
@@ -168,12 +169,13 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
         launch.append(problem("launch.tp", f"the tensor-parallel size {cmd.tp_text!r} is not a whole number: "
                               "the server stops at argument parsing", wanted="e.g. --tp 8", found=cmd.tp_text))
     launch += method.findings
-    context = LaunchContext(release, cmd, target, env, variables, parsed_by_release=reading.by == "release")
+    context = LaunchContext(release, cmd, target, env, variables, parsed_by_release=reading.by == "release",
+                            startup=reading.startup)
     for check in cmd.spec.launch.checks:  # what the engine's server does with the whole command
         launch += check(context)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                        launch, target_config=target, probes=probes, strict=strict,
-                       gpu=gpu if gpu is not None else gpus.major())
+                       gpu=gpu)
     stops = reading.startup is not None and reading.startup["status"] == "refused"  # before any weight
     doc.drafter = (_drafter_findings(cmd, release, target, as_given)
                    if method.kind == command_checks.EAGLE and not stops else [])

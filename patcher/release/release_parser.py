@@ -19,6 +19,13 @@ short alias, an alias family the module names) is listed as ``unsure``: doctor s
 tell, never go or no-go on a guess. Why not read the option table statically: both engines
 generate most options from dataclass fields at run time (vLLM's ``EngineArgs``, SGLang 0.5.20's
 ``arg_groups``), so a reader of their files would be a third parser to drift.
+
+The same child then runs the release's start-up configuration on the parsed line (issue 53),
+with the command's own variable assignments and, for SGLang, the GPU doctor knows of: its answer
+rides with the parse (``Reading.startup``) and is validated here as any other input.
+
+Over 300 lines: the request, the child's run and the answer's validation and cache are one
+contract with the child scripts; split, each half would restate the other's shapes.
 """
 
 from __future__ import annotations
@@ -66,13 +73,15 @@ class Reading:
     startup: dict | None = None
 
 
-def read(cmd: LaunchCommand, install: Install) -> tuple[LaunchCommand, Reading]:
+def read(cmd: LaunchCommand, install: Install, gpu: str | None = None) -> tuple[LaunchCommand, Reading]:
     """The command as the release reads it (its options rewritten in their canonical spellings,
-    the values the release's parser gave), and how it was read."""
-    return read_many([cmd], install)[0]
+    the values the release's parser gave), and how it was read. ``gpu``: the compute capability
+    major of the GPUs the server runs on, where known, for start-up code that asks the device."""
+    return read_many([cmd], install, gpu)[0]
 
 
-def read_many(cmds: list[LaunchCommand], install: Install) -> list[tuple[LaunchCommand, Reading]]:
+def read_many(cmds: list[LaunchCommand], install: Install,
+              gpu: str | None = None) -> list[tuple[LaunchCommand, Reading]]:
     """``read`` for several lines of one engine: the ones not cached share one interpreter."""
     python = install.python or sys.executable
     where = (python, "" if install.python else str(install.site))
@@ -83,7 +92,7 @@ def read_many(cmds: list[LaunchCommand], install: Install) -> list[tuple[LaunchC
         answers = [{"status": "unavailable", "error": _UNAVAILABLE[where]} for _ in cmds]
         cached = [True] * len(cmds)
     else:
-        reqs = [_request(cmd) for cmd in cmds]
+        reqs = [_request(cmd, gpu) for cmd in cmds]
         keys = [_key(cmd.engine, req, install, python) for cmd, req in zip(cmds, reqs)]
         for i, key in enumerate(keys):
             answers[i] = _valid(kept.load(CACHE / f"{key}.json"))
@@ -153,8 +162,13 @@ def server_argv(cmd: LaunchCommand) -> list[str]:  # as written, ``vllm serve``'
     return [cmd.model_tag, *cmd.argv] if cmd.model_tag is not None else list(cmd.argv)
 
 
-def _request(cmd: LaunchCommand) -> dict:
-    return {"argv": server_argv(cmd), "entry": "module" if cmd.entry.startswith("-m ") else "serve"}
+def _request(cmd: LaunchCommand, gpu: str | None = None) -> dict:
+    req: dict = {"argv": server_argv(cmd), "entry": "module" if cmd.entry.startswith("-m ") else "serve"}
+    if cmd.env:  # the command's own assignments: start-up code reads them (SGLANG_*, VLLM_*)
+        req["env"] = dict(cmd.env)
+    if gpu is not None:
+        req["gpu"] = gpu
+    return req
 
 
 def canonical(read_as: dict[str, str], values: dict) -> list[str]:

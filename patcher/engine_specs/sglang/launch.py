@@ -164,11 +164,21 @@ def fusion_findings(ctx: LaunchContext) -> list[Finding]:
                         f"use sglang {FUSION_DISABLE_FLAG_SINCE} or newer with it")]
     if not buggy:
         return [ok(code, f"EAGLE-3 aux capture with the allreduce fusion: correct ({state})")]
+    forced = cmd.has(FUSION_ENABLE_FLAG)
+    fusion = _resolved_fusion(ctx)  # the release's own start-up answer (issue 53), where it ran here
+    if fusion is not None:
+        # Its auto-enable, --enable-..., the TP, nodes, DP attention, all-to-all MoE, determinism
+        # and --enforce-disable-... all weighed by the release itself, on the GPU it was shown.
+        where = f" on {ctx.startup.get('device')}" if ctx.startup and ctx.startup.get("device") else ""
+        if not fusion:
+            return [ok(code, f"{release.label()}'s start-up configuration leaves the allreduce fusion off{where}, "
+                             f"so the aux capture reads reduced states ({state})")]
+        how = f"{release.label()}'s start-up configuration turns it on{where}"
+        return [_fused_capture_problem(release, family, state, tp, how, forced, disabled_flag_fix(release))]
     if tp == 1:
         return [ok(code, f"TP 1: no allreduce to fuse, the aux capture is correct ({state})")]
     if disabled:
         return [ok(code, f"{FUSION_DISABLE_FLAG}: the aux capture reads reduced states ({state})")]
-    forced = cmd.has(FUSION_ENABLE_FLAG)
     if forced:
         how = f"{FUSION_ENABLE_FLAG} is given"
     elif cmd.has(DP_ATTENTION_FLAG):
@@ -185,17 +195,34 @@ def fusion_findings(ctx: LaunchContext) -> list[Finding]:
                "checked here)" if on else
                f"{release.label()} turns it on by itself for DeepSeek-V3/Kimi targets on SM90/SM100 GPUs, and "
                "the target's config was not read")
+    level = problem if forced or target is not None else hint
+    return [_fused_capture_problem(release, family, state, tp, how, forced, disabled_flag_fix(release), level)]
+
+
+def disabled_flag_fix(release) -> str:
     if has_fusion_disable_flag(release.version):
-        fix = f"add {FUSION_DISABLE_FLAG}"
-    else:
-        fix = f"use sglang {FUSION_DISABLE_FLAG_SINCE} or newer with {FUSION_DISABLE_FLAG}"
+        return f"add {FUSION_DISABLE_FLAG}"
+    return f"use sglang {FUSION_DISABLE_FLAG_SINCE} or newer with {FUSION_DISABLE_FLAG}"
+
+
+def _fused_capture_problem(release, family, state: str, tp: int, how: str, forced: bool, fix: str,
+                           level=problem) -> Finding:
     if family is not None and family.state in (PENDING, LOST):
         fix = f"run '{release.apply_command()}', or {fix}"
-    level = problem if forced or target is not None else hint
-    return [level(code, f"TP {tp} with the FlashInfer allreduce fusion ({how}): with {state}, EAGLE-3 captures "
-                        "each rank's partial sums before the allreduce, so the drafter sees wrong features",
-                    wanted=f"{FUSION_DISABLE_FLAG}, or the fused capture fixed",
-                    found=f"--tp {tp}" + (f", {FUSION_ENABLE_FLAG}" if forced else ""), hint=fix)]
+    return level("launch.allreduce_fusion", f"TP {tp} with the FlashInfer allreduce fusion ({how}): with {state}, "
+                 "EAGLE-3 captures each rank's partial sums before the allreduce, so the drafter sees wrong features",
+                 wanted=f"{FUSION_DISABLE_FLAG}, or the fused capture fixed",
+                 found=f"--tp {tp}" + (f", {FUSION_ENABLE_FLAG}" if forced else ""), hint=fix)
+
+
+def _resolved_fusion(ctx: LaunchContext) -> bool | None:
+    """Whether the release's start-up configuration turned the allreduce fusion on for this line
+    (its own auto-enable, on the GPU it was shown); None: it did not run here."""
+    got = ctx.startup
+    if got is None or got.get("status") != "configured":
+        return None
+    fusion = got.get("fusion")
+    return fusion if isinstance(fusion, bool) else None
 
 
 def two_batch_overlap_findings(ctx: LaunchContext) -> list[Finding]:

@@ -17,7 +17,7 @@ import inspect
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # sent after parser_child_common.py, which defines them
-    from patcher.engine_specs.parser_child_common import Recorded, option_table, plain, run
+    from patcher.engine_specs.parser_child_common import Recorded, launch_environ, option_table, plain, run
 
 
 def _cpu_platform_where_none():
@@ -83,12 +83,14 @@ def parse(line, dests, loaded):
         speculative = {k: v for k, v in recorded.items() if k not in params}
     finally:
         arg_utils.SpeculativeConfig = real
+    with launch_environ(line):  # VLLM_* assignments of the command reach the start-up code
+        startup = _startup(as_parsed)  # ~2 s for the first line (imports), ~10 ms for each next
     return {
         "model": args.model,
         "tensor_parallel_size": args.tensor_parallel_size,
         "pipeline_parallel_size": args.pipeline_parallel_size,
         "speculative_config": speculative,
-        "_startup": _startup(as_parsed),  # ~2 s for the first line (imports), ~10 ms for each next
+        "_startup": startup,
     }
 
 
