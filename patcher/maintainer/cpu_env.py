@@ -63,6 +63,15 @@ LINES: list[tuple[str, str, str | None, str]] = [
 
 # seconds: one import (tests), or the whole import table (run_probes); a cold import on 2 busy cores is < 30 s
 PROBE_TIMEOUT = 600
+# PyTorch's own index of CPU builds. The locks pin ``torch==X+cpu`` (a few hundred MB, no CUDA
+# libraries); the public package index carries only ``torch==X``, the CUDA build, which needs
+# several GB of nvidia-* packages to import. Where pip's configured index (a mirror, a local wheel
+# folder) lacks the pin, it is asked of this one too.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+class CpuBuildMissing(RuntimeError):
+    """A ``+cpu`` pin of a lock found on no index pip was given: the line cannot be built here."""
 
 
 def _v(version: str) -> Version:
@@ -142,6 +151,33 @@ def _pip(python: Path, *args: str) -> None:
                     "--disable-pip-version-check", *args], check=True)
 
 
+def _cpu_builds(lock: Path) -> list[str]:
+    """The lock's pins of local CPU builds (``torch==2.13.0+cpu``): the public index has none."""
+    return [ln.strip() for ln in lock.read_text().splitlines() if re.fullmatch(r"[\w.-]+==[\w.]+\+cpu", ln.strip())]
+
+
+def _install_lock(python: Path, lock: Path, log=print) -> None:
+    """``pip install --no-deps -r lock``, the CPU builds first: each from pip's own index, else from
+    PyTorch's CPU index (said in a line), else an error naming the command that installs it. The
+    rest of the lock then finds them installed and downloads nothing more for them."""
+    for pin in _cpu_builds(lock):
+        try:
+            _pip(python, pin)
+            continue
+        except subprocess.CalledProcessError:
+            log(f"[cpu_env] {pin} is not on pip's configured index; asking PyTorch's CPU index {TORCH_CPU_INDEX}")
+        try:
+            _pip(python, "--extra-index-url", TORCH_CPU_INDEX, pin)
+        except subprocess.CalledProcessError:
+            raise CpuBuildMissing(
+                f"cannot install {pin} into {python.parent.parent}: neither pip's configured index nor "
+                f"{TORCH_CPU_INDEX} has it\n  wanted: {pin} (a CPU build: the CUDA one needs GB of nvidia-* "
+                f"packages)\n  found:  no such file on either index\n  hint:   {python} -m pip install --no-deps "
+                f"--index-url URL {pin}, with URL an index or mirror that has it, then run the same command "
+                "again") from None
+    _pip(python, "-r", str(lock))
+
+
 def _ensure_line(line: str, log=print) -> Path:
     """The venv of ``line``, built from its lock if missing or stale. Caller holds the build lock."""
     env = ENVS / line
@@ -153,7 +189,7 @@ def _ensure_line(line: str, log=print) -> Path:
     t0 = time.monotonic()
     shutil.rmtree(env, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
-    _pip(env / "bin" / "python", "-r", str(_lock_path(line)))
+    _install_lock(env / "bin" / "python", _lock_path(line), log)
     info = {"key": key, "build_seconds": round(time.monotonic() - t0, 1), "built": time.strftime("%F %T")}
     marker.write_text(json.dumps(info) + "\n")
     log(f"[cpu_env] built {line} in {info['build_seconds']} s")

@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # no CPU env line reaches this release
         print(f"error: {exc}\n  hint: the lines are in patcher/maintainer/cpu_env.py (LINES)", file=sys.stderr)
         return 2
+    except cpu_env.CpuBuildMissing as exc:  # says what, wanted, found and the command that fixes it
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except subprocess.CalledProcessError as exc:
         print(f"error: {' '.join(map(str, exc.cmd))[:200]} failed (exit {exc.returncode})\n"
               "  hint: the output above says why; a download needs the package index", file=sys.stderr)
