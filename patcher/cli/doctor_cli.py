@@ -9,12 +9,14 @@ tell (no reason proven, but a line the release may read otherwise, listed as unk
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import traceback
 from pathlib import Path
 from typing import TextIO
 
 from patcher.cli import report
+from patcher.cli.heartbeat import Heartbeat
 from patcher.environment import gpus
 from patcher.errors import LaunchUsageError, PatcherError
 from patcher.launch import doctor
@@ -44,6 +46,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return p
 
 
+def _heartbeat(args: argparse.Namespace, err: TextIO) -> Heartbeat | contextlib.nullcontext:
+    """Lines on stderr while a slow step runs, at a terminal only (never with --json or piped)."""
+    isatty = getattr(err, "isatty", None)
+    if args.json or not (isatty and isatty()):
+        return contextlib.nullcontext(_Silent())
+    return Heartbeat(err, "doctor")
+
+
+class _Silent:
+    def stage(self, what: str) -> None:
+        pass
+
+
 def split_argv(argv: list[str]) -> tuple[list[str], list[str] | None]:
     """(patcher's arguments, the server command after the first '--'; None when there is no '--')."""
     if "--" not in argv:
@@ -59,8 +74,9 @@ def run(args: argparse.Namespace, command: list[str] | None, *, out: TextIO, err
                                    wanted="patcher doctor [--python P | --site D] [--json] -- vllm serve T ...",
                                    found="no '--' in the arguments")
         cmd = parse(command)
-        judged = doctor.diagnose(cmd, python=args.python, site=args.site, probes=args.probes, strict=args.strict,
-                                 gpu=_gpu(args.gpu))
+        with _heartbeat(args, err) as beat:
+            judged = doctor.diagnose(cmd, python=args.python, site=args.site, probes=args.probes,
+                                     strict=args.strict, gpu=_gpu(args.gpu), stage=beat.stage)
     except doctor.EngineMismatch as exc:
         return _mismatch(exc, command or [], args.json, out)
     except PatcherError as exc:

@@ -13,6 +13,7 @@ Returns a report; never prints.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -122,10 +123,10 @@ class DoctorReport:
 
 def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None = None,
              probes: bool = False, environ: dict[str, str] | None = None, strict: bool = False,
-             gpu: str | None = None) -> DoctorReport:
+             gpu: str | None = None, stage: Callable[[str], None] = lambda _: None) -> DoctorReport:
     """The launch judged; ``strict``: every unready family of the install is a reason (today's
     verify), else only those this launch meets; ``gpu``: the GPUs' compute capability major where
-    known (else nvidia-smi's, where it answers)."""
+    known (else nvidia-smi's, where it answers); ``stage``: told each slow step as it starts."""
     launch: list[Finding] = []
     if python is None and site is None and cmd.python is not None:
         if Path(cmd.python).exists():
@@ -136,6 +137,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
                                   hint="fix the path, or pass --python for the environment that runs the server"))
     opts = actions.Options(python=python, site=site, probes=probes)
     try:
+        stage(f"reading the {cmd.engine} install" + (" and running its probes" if probes else ""))
         report = actions.verify(cmd.engine, opts)
     except NotInstalled as missing:
         other = _other_engine(cmd.engine, python, site)
@@ -153,6 +155,8 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     as_given = release_parser.server_argv(cmd)  # what the release's loader is built from (the drafter check)
     _ask_loader_ahead(cmd, release, as_given)  # on the other core, while the parser reads the line
     gpu = gpu if gpu is not None else gpus.major()
+    stage(f"reading the line with {release.label()}'s own parser and start-up configuration (the first time "
+          "for a line, it imports the engine)")
     cmd, reading = release_parser.read(cmd, install, gpu)
     launch.append(reading_checks.reading_finding(reading, release))
     launch += reading_checks.startup_findings(reading, release)
@@ -177,6 +181,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
                        launch, target_config=target, probes=probes, strict=strict,
                        gpu=gpu)
     stops = reading.startup is not None and reading.startup["status"] == "refused"  # before any weight
+    stage(f"asking {release.label()}'s own loader about the drafter")
     doc.drafter = (_drafter_findings(cmd, release, target, as_given)
                    if method.kind == command_checks.EAGLE and not stops else [])
     _judge_families(doc, context, tuple(as_given))
