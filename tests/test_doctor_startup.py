@@ -79,6 +79,43 @@ def test_the_release_s_start_up_refusals_are_no_go_in_its_own_words(tmp_path: Pa
         assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.parametrize("version", RELEASES)
+def test_what_vllm_infers_is_what_doctor_judges(tmp_path: Path, version: str) -> None:
+    """A speculators drafter served as the model is EAGLE-3 with its verifier (vLLM's own override),
+    and a --speculative-config without "method" runs the method the release picks: doctor judges
+    the launch the release resolved, whatever the line left out (issue 53, item 2)."""
+    target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
+    drafter = rd.speculators_kimi(tmp_path)
+    config = json.loads((drafter / "config.json").read_text())
+    config["speculators_config"]["verifier"]["name_or_path"] = str(target)  # trained from a local copy
+    (drafter / "config.json").write_text(json.dumps(config))
+    served = ["vllm", "serve", str(drafter)]
+    no_method = ["vllm", "serve", str(target), "--speculative-config",
+                 json.dumps({"model": str(drafter), "num_speculative_tokens": 3})]
+    with cpu_env.using("vllm", version, log=progress.say) as python:
+        install = engines.find_first(["vllm"], python=str(python))[0]
+        assert install is not None
+        release_parser.read_many([parse(served), parse(no_method)], install)
+        code, doc = _doctor(python, *served)
+        said = {f["code"]: f for f in doc["findings"]}
+        startup = said["launch.startup"]
+        if startup["level"] == "problem":  # 0.34.0: "Speculators verifier must name a remote model repository"
+            assert code == 1 and "verifier" in startup["found"] and "keys.load" not in said, startup
+        else:
+            assert "speculative method eagle3" in startup["message"], startup
+            assert said["launch.target"]["message"] == f"target folder {target} exists", said["launch.target"]
+            assert "keys.load" in said and said["flags.algorithm"]["level"] == "ok", "the drafter is judged as EAGLE-3"
+
+        code, doc = _doctor(python, *no_method)
+        said = {f["code"]: f for f in doc["findings"]}
+        method = said["launch.startup"]["message"].split("speculative method ", 1)[1].split(",")[0]
+        algorithm = said["flags.algorithm"]
+        if method == "eagle3":
+            assert algorithm["level"] == "ok", algorithm
+        else:  # the release runs the EAGLE-3 drafter as another method: no target features reach it
+            assert (code, algorithm["level"]) == (1, "problem") and method in algorithm["found"], algorithm
+
+
 @pytest.mark.parametrize("version", SGLANG)
 def test_sglang_s_start_up_refusals_and_its_own_fusion_choice(tmp_path: Path, version: str) -> None:
     target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)

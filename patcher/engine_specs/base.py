@@ -295,6 +295,10 @@ class Launch:
     # DeepSeek-V3 targets), and the files whose Literal types name the release's *_mtp methods.
     method_aliases: dict[str, str] = field(default_factory=dict)
     eagle_without_drafter_is_mtp: bool = False
+    # Methods that run the draft as a model of its own, fed tokens only (vLLM's draft_model, which
+    # it infers for a speculative config without a method; SGLang's STANDALONE): an EAGLE-3 drafter
+    # given one gets no target features, which the drafter check says.
+    plain_draft_methods: tuple[str, ...] = ()
     mtp_declarations: tuple[str, ...] = ()
     # Which targets' MTP layers it loads as the draft: a model file and the targets it serves, and
     # the files whose ``if model_arch in [...]`` lists guard "the draft model is the target".

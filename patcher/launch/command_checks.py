@@ -37,11 +37,15 @@ class Method:
     findings: tuple[Finding, ...] = ()
 
 
-def method_of(release: Release, cmd: LaunchCommand, target: TargetConfig | None) -> Method:
+def method_of(release: Release, cmd: LaunchCommand, target: TargetConfig | None,
+              eagle3_drafter: bool = False) -> Method:
     """Every method the release accepts is placed: EAGLE/EAGLE-3 go to the drafter check; the
     release's multi-token-prediction methods (SGLang's NEXTN, and EAGLE without a draft model,
     which the release turns into the same launch; vLLM's mtp and *_mtp) are judged on the
-    target's MTP layers; any other is outside what doctor checks: unknown, never go."""
+    target's MTP layers; a method that runs the draft as a plain model (``plain_draft_methods``:
+    vLLM's ``draft_model``, which it infers for a config without a method) given an EAGLE-3
+    drafter (``eagle3_drafter``: its config says so) goes to the drafter check, which says it does
+    not run one; any other is outside what doctor checks: unknown, never go."""
     launch = cmd.spec.launch
     given = method_given(list(cmd.argv), cmd.engine)
     if given is None:
@@ -60,7 +64,7 @@ def method_of(release: Release, cmd: LaunchCommand, target: TargetConfig | None)
     eagle_as_mtp = resolved == launch.eagle_methods[0] and cmd.drafter is None and launch.eagle_without_drafter_is_mtp
     if name in mtp or resolved in mtp or eagle_as_mtp:
         return Method(MTP, name, written, tuple(_mtp_findings(release, cmd, name, eagle_as_mtp, target)))
-    if resolved in launch.eagle_methods:
+    if resolved in launch.eagle_methods or (eagle3_drafter and resolved in launch.plain_draft_methods):
         return Method(EAGLE, resolved, written)
     return Method(OTHER, name, written, (unknown(
         "flags.algorithm", f"speculative method {name}: doctor checks EAGLE-3 and MTP launches, and has read "

@@ -22,8 +22,8 @@ from patcher.core.plan import State
 from patcher.drafter import loader_checks
 from patcher.drafter.checkpoint import read_checkpoint, read_config
 from patcher.drafter.checks import check_drafter
-from patcher.drafter.configs import DrafterConfig, TargetConfig, parse_drafter_config, parse_target_config
-from patcher.engine_specs.base import EnvVar, LaunchContext
+from patcher.drafter.configs import EAGLE3_LLAMA, DrafterConfig, TargetConfig, parse_drafter_config, parse_target_config
+from patcher.engine_specs.base import SPECULATORS, EnvVar, LaunchContext
 from patcher.environment import engines, gpus
 from patcher.errors import NotInstalled, PatcherError
 from patcher.findings import PROBLEM, UNKNOWN, Finding, ok, problem
@@ -167,7 +167,9 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     launch += command_checks.env_findings(variables, env, cmd, install.site)
     unreadable: list[Finding] = []
     target = _target_config(cmd, unreadable)
-    method = command_checks.method_of(release, cmd, target)
+    drafter_config = _drafter_config(cmd)
+    method = command_checks.method_of(release, cmd, target, eagle3_drafter=drafter_config is not None
+                                      and drafter_config.format in (SPECULATORS, EAGLE3_LLAMA))
     launch += command_checks.path_findings(cmd, method) + unreadable
     if cmd.tp_text is not None:
         launch.append(problem("launch.tp", f"the tensor-parallel size {cmd.tp_text!r} is not a whole number: "

@@ -98,6 +98,7 @@ SPEC = EngineSpec(
         # on a DeepSeek-V3 target takes the target itself (its NextN layer) as the draft
         method_aliases={"NEXTN": "EAGLE"},
         eagle_without_drafter_is_mtp=True,
+        plain_draft_methods=("STANDALONE",),
         mtp_declarations=(),
         mtp_model=None,
         mtp_arch_lists=("sglang/srt/server_args.py", "sglang/srt/arg_groups"),  # arg_groups/ from 0.5.20

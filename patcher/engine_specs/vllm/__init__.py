@@ -96,6 +96,7 @@ SPEC = EngineSpec(
         alias_prefixes=("--spec-", "--spec_"),
         method_aliases={},  # SpeculativeConfig maps every *_mtp method to "mtp" itself
         eagle_without_drafter_is_mtp=False,
+        plain_draft_methods=("draft_model",),
         # MTPModelTypes / SpeculativeMethod: config.py up to 0.10.0, config/__init__.py in 0.10.x
         mtp_declarations=("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py"),
         mtp_model=("vllm/model_executor/models/deepseek_mtp.py", ("DeepseekV3ForCausalLM",)),

@@ -85,8 +85,19 @@ def parse(line, dests, loaded):
         arg_utils.SpeculativeConfig = real
     with launch_environ(line):  # VLLM_* assignments of the command reach the start-up code
         startup = _startup(as_parsed)  # ~2 s for the first line (imports), ~10 ms for each next
+    model = args.model
+    if startup.get("status") == "configured" and startup.get("method"):
+        # What the release inferred is what doctor judges (issue 53): the method of a config without
+        # one, and a speculators drafter served as the model (its verifier becomes the target).
+        given = speculative is not None
+        speculative = dict(speculative or {})
+        for key, got in (("method", "method"), ("model", "draft"), ("num_speculative_tokens", "tokens")):
+            if speculative.get(key) is None and startup.get(got) is not None:
+                speculative[key] = startup[got]
+        if not given and startup.get("target"):
+            model = startup["target"]
     return {
-        "model": args.model,
+        "model": model,
         "tensor_parallel_size": args.tensor_parallel_size,
         "pipeline_parallel_size": args.pipeline_parallel_size,
         "speculative_config": speculative,
