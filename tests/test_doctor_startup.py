@@ -50,13 +50,23 @@ def test_the_release_s_start_up_refusals_are_no_go_in_its_own_words(tmp_path: Pa
         return ["vllm", "serve", str(target), "-tp", "8", "--speculative-config",
                 json.dumps({"method": "eagle3", "model": str(drafter), **spec})]
 
+    # Kimi-K2-Thinking's checkpoint is compressed-tensors: --quantization fp8 on it (the field report)
+    thinking = tmp_path / "kimi-k2-thinking"
+    thinking.mkdir()
+    config = json.loads((target / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                     "config_groups": {}}
+    (thinking / "config.json").write_text(json.dumps(config))
+    fp8 = ["vllm", "serve", str(thinking), "-tp", "8", "--quantization", "fp8", "--speculative-config",
+           json.dumps({"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 3})]
     refused = {  # what the release's words name, each line otherwise the accepted one
         "no token count": (line(), "num_speculative_tokens"),
+        "--quantization fp8 on a compressed-tensors checkpoint": (fp8, "compressed-tensors"),
         "draft TP 2 at TP 8": (line(num_speculative_tokens=3, draft_tensor_parallel_size=2), "tensor_parallel"),
         "a key it does not know": (line(num_speculative_tokens=3, draft_layers=2), "draft_layers"),
     }
     with cpu_env.using("vllm", version, log=progress.say) as python:
-        # the four lines in one interpreter (doctor then finds each parse cached): one engine import
+        # every line in one interpreter (doctor then finds each parse cached): one engine import
         install = engines.find_first(["vllm"], python=str(python))[0]
         assert install is not None
         lines = [line(num_speculative_tokens=3), *(words for words, _ in refused.values())]

@@ -203,3 +203,17 @@ def test_the_start_up_answer_is_input_too(tmp_path: Path, startup: object, kept:
     _, how = release_parser.read(parse(["vllm", "serve", "m", "-tp", "8"]), install)
     assert how.startup == (startup if kept else None)
 
+
+
+def test_the_command_s_assignments_hold_while_start_up_runs_and_no_longer(monkeypatch):
+    """The child runs many lines in one process: one line's VAR=value, and what start-up code
+    writes into the environment, must not reach the next line's reading."""
+    from patcher.engine_specs.parser_child_common import launch_environ
+
+    monkeypatch.setenv("KIMI_TEST_KEPT", "1")
+    monkeypatch.delenv("KIMI_TEST_GIVEN", raising=False)
+    with launch_environ({"env": {"KIMI_TEST_GIVEN": "int8"}}):
+        assert os.environ["KIMI_TEST_GIVEN"] == "int8" and os.environ["KIMI_TEST_KEPT"] == "1"
+        os.environ["KIMI_TEST_WRITTEN_BY_START_UP"] = "x"
+    assert "KIMI_TEST_GIVEN" not in os.environ and "KIMI_TEST_WRITTEN_BY_START_UP" not in os.environ
+    assert os.environ["KIMI_TEST_KEPT"] == "1"
