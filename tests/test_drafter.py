@@ -632,3 +632,17 @@ def test_eagle_instead_of_eagle3_is_named_exactly(tmp_path: Path) -> None:
             "applied, d2t is never read and the drafter's lm_head is the target's\n"
             "           wanted: --speculative-algorithm EAGLE3\n"
             "           found:  --speculative-algorithm EAGLE\n") in out
+
+
+def test_a_dense_head_whose_config_copies_n_routed_experts_is_judged_by_its_tensors(tmp_path):
+    """ModelOpt exports a Kimi-K2 EAGLE-3 head with the base config's n_routed_experts beside a
+    dense MLP: it was refused as a MoE drafter "with 0 expert tensors" (issue 53, item 5)."""
+    from tests.support import real_drafters as rd
+
+    drafter = rd.specforge_kimi(tmp_path)
+    config = json.loads((drafter / "config.json").read_text())
+    config["n_routed_experts"] = 384  # copied from Kimi-K2's own config
+    (drafter / "config.json").write_text(json.dumps(config))
+    code, doc = check_json([str(drafter), "--target", str(rd.kimi_target(tmp_path, "kimi-k2", k25=False))])
+    mlp = [f for f in doc["findings"] if f["code"] == "shape.mlp"]
+    assert [f["level"] for f in mlp] == ["hint"] and "no expert tensor" in mlp[0]["message"], mlp

@@ -162,6 +162,11 @@ def check_mlp(ckpt: Checkpoint, d: DrafterConfig, release: Release | None) -> li
         return []
     experts = [k for k in ckpt.tensors if ".mlp.experts." in k or ".mlp.gate." in k or ".mlp.shared_experts." in k]
     said = ", ".join(d.moe)
+    if not experts:  # judged by its tensors (issue 53): a dense head whose config copies the base model's key
+        return [hint("shape.mlp", f"the config names a mixture-of-experts MLP ({said}), but the checkpoint holds "
+                     "no expert tensor: a dense head with the key copied from the base model's config (as "
+                     "ModelOpt exports one); the engines build a dense MLP, and the keys.* findings say whether "
+                     "its tensors fill it", found=said)]
     built = "a dense MLP (its EAGLE-3 drafter classes read neither use_moe nor n_routed_experts)"
     if release is None or release.version is None:
         what = f"the engines build {built}"
