@@ -3,9 +3,10 @@
 Calls the release's ``prepare_server_args`` (what ``python -m sglang.launch_server`` and
 ``sglang serve`` call: its option table, argparse's prefixes, the ``--config`` file merge where
 the release has it, ``from_cli_args``' mapping onto the fields) with ``ServerArgs.__post_init__``
-replaced by a recorder, so the fields are read and the GPU and model checks never run. Prints one
-line per command line asked (several share one import): the marker, then JSON with the values
-of the options doctor reads.
+replaced by a recorder, so the fields are read and the GPU and model checks never run. Then the
+release's start-up configuration runs on the same line, on a stand-in GPU (``_startup``). Prints
+one line per command line asked (several share one import): the marker, then JSON with the values
+of the options doctor reads, and the start-up's answer under ``_startup``.
 
 Sent after parser_child_common.py, whose names it uses (Recorded, run).
 """
@@ -72,7 +73,9 @@ def _startup(line, server_args):
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a module the release lacks or cannot import here
             pass
-    capability, gpu_name, gib = GPUS.get(str(line.get("gpu") or "9"), GPUS["9"])
+    major = str(line.get("gpu") or "9")
+    generic = ((int(major), 0), "NVIDIA GPU", 80) if major.isdigit() else GPUS["9"]
+    capability, gpu_name, gib = GPUS.get(major, generic)
     props = types.SimpleNamespace(total_memory=gib << 30, major=capability[0], minor=capability[1], name=gpu_name,
                                   multi_processor_count=132)
     shown = {"is_available": lambda: True, "device_count": lambda: GPU_COUNT, "current_device": lambda: 0,
