@@ -23,7 +23,12 @@ if TYPE_CHECKING:  # sent after parser_child_common.py, which defines them
 def _cpu_platform_where_none():
     """Building the parser asks the platform for a device (DeviceConfig's default); a host without
     a GPU (a build stage, CI) has none. vLLM's own CLI swaps in the CPU platform there for
-    ``vllm bench``; the same here changes device defaults only, none of the options doctor reads."""
+    ``vllm bench``; the same here changes device defaults only, none of the options doctor reads.
+    Done after the imports (during them, a CPU platform has vLLM import its CPU kernels, which
+    fails on 0.17 with torch 2.13), so the modules that bound the old platform when imported
+    (arg_utils and the config modules the start-up runs) are pointed at the new one too."""
+    import sys
+
     from vllm import platforms
 
     # The class's own method: before 0.11 a Platform's __getattr__ answers None for what it lacks.
@@ -32,7 +37,10 @@ def _cpu_platform_where_none():
     if unspecified(current) if callable(unspecified) else type(current).__name__ == "UnspecifiedPlatform":
         from vllm.platforms.cpu import CpuPlatform
 
-        platforms.current_platform = CpuPlatform()
+        cpu = platforms.current_platform = CpuPlatform()
+        for name, module in list(sys.modules.items()):
+            if name.startswith("vllm") and getattr(module, "current_platform", None) is current:
+                module.current_platform = cpu
 
 
 def _serve_parser(entry):
@@ -151,9 +159,10 @@ def table(entry, loaded):
 
 
 def load():
-    _cpu_platform_where_none()  # first: modules bind the platform when imported (arg_utils for start-up)
     import vllm.engine.arg_utils  # noqa: F401
     import vllm.entrypoints.cli.serve  # noqa: F401
+
+    _cpu_platform_where_none()
 
 
 run(load, parse, table)
