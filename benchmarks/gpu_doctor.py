@@ -39,7 +39,9 @@ REPO = os.path.dirname(HERE)
 PROMPTS = ["the model draft token", "a layer of the target", "speculative decode accept",
            "hidden state eagle attention"]
 HARMLESS = ("rotary_emb.inv_freq", "verifier_", "k_scale")
-TRAINED_AUX = {"sglang": [2, 4, 6], "vllm": [1, 3, 5]}  # make_models' ids [1, 3, 5], as each engine numbers them
+# As each engine numbers them: SGLang's models are written with ids [1, 3, 5] (SGLang 0.5.13 reads a list
+# starting at 1 as SpecForge's, layers i + 1); vLLM's with [2, 3, 6] (device_doctor.sh), taken as given.
+TRAINED_AUX = {"sglang": [2, 4, 6], "vllm": [2, 3, 6]}
 
 
 # --- the drafter variants (made on the device from make_models' drafter) --------------------------
@@ -69,11 +71,15 @@ def variants(models: str) -> dict[str, str]:
     make("rotary", {**tensors, "layers.0.self_attn.rotary_emb.inv_freq": torch.rand(32)})
     make("typo", {k.replace("mlp.down_proj", "mlp.down_prj"): v for k, v in tensors.items()})
     make("midlayer", {k.replace("layers.0.", "midlayer.", 1): v for k, v in tensors.items()})
-    top_only = json.loads(json.dumps(config))
-    top_only["eagle_config"].pop("eagle_aux_hidden_state_layer_ids", None)
+    # The ids in one place only (the toolkits write them at the top level, SGLang's also in eagle_config).
+    ids = config.get("eagle_aux_hidden_state_layer_ids") or config["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+    top_only = {**json.loads(json.dumps(config)), "eagle_aux_hidden_state_layer_ids": ids}
+    top_only.get("eagle_config", {}).pop("eagle_aux_hidden_state_layer_ids", None)
     make("ids-top-only", config_=top_only)
     eagle_only = json.loads(json.dumps(config))
     eagle_only.pop("eagle_aux_hidden_state_layer_ids", None)
+    eagle_only["eagle_config"] = {**eagle_only.get("eagle_config", {}), "eagle_aux_hidden_state_layer_ids": ids,
+                                  "use_aux_hidden_state": True}
     make("ids-eagle-only", config_=eagle_only)
     return out
 
@@ -140,8 +146,10 @@ def engine_run(row: dict, limit: int) -> dict:
     except subprocess.TimeoutExpired as exc:
         text, rc = (exc.stdout or b"").decode(errors="replace") + (exc.stderr or b"").decode(errors="replace"), 124
     outcome = next((json.loads(ln.split(" ", 1)[1]) for ln in text.splitlines() if ln.startswith("OUTCOME ")), None)
-    if outcome is None:
-        errors = [ln.strip() for ln in text.splitlines() if "Error" in ln or "error:" in ln][-3:]
+    if outcome is None:  # the engine's own words first: the worker's error, not the front end's "see above"
+        errors = [ln.strip() for ln in text.splitlines() if ("Error" in ln or "error:" in ln)
+                  and "Engine core initialization failed" not in ln]
+        errors = [e for i, e in enumerate(errors) if e not in errors[:i]][-4:]
         outcome = {"stage": "start-up or load" if rc != 124 else "timeout", "error": " | ".join(errors)[-600:]}
     for ln in text.splitlines():
         if ln.startswith("WEIGHTS "):
@@ -186,21 +194,27 @@ def grid(args) -> int:
         print(f"DOCTOR {args.state} | {row['name']} | {v['verdict']} | {v['reasons'][:2]}", flush=True)
     if args.doctor_only:  # a dry run where no engine can start (a machine without a GPU)
         return 0
-    with ThreadPoolExecutor(args.jobs) as pool:
+    # vLLM profiles free GPU memory at start-up and fails when another process frees some meanwhile:
+    # its engines run one at a time (--engine-jobs 1 in device_doctor.sh).
+    with ThreadPoolExecutor(args.engine_jobs or args.jobs) as pool:
         outcomes = list(pool.map(lambda r: engine_run(r, args.limit), rows))
     agree = 0
     for row, outcome in zip(rows, outcomes):
         row["engine_outcome"] = outcome
         ok_run, why = as_trained(row, outcome)
         verdict = row["doctor"]["verdict"]
-        row["agrees"] = None if verdict == "cannot tell" else (verdict == "go") == ok_run
-        row["truth"] = why
+        # A package the host lacks is the harness's failure, not the engine's verdict: the row is void.
+        void = "ModuleNotFoundError" in why or "ModuleNotFoundError" in " ".join(row["doctor"]["reasons"])
+        row["agrees"] = None if verdict == "cannot tell" or void else (verdict == "go") == ok_run
+        row["truth"], row["void"] = why, void
         agree += bool(row["agrees"])
-        print(f"ROW {args.state} | {row['name']} | doctor {verdict} | engine {why} | "
-              f"{'agrees' if row['agrees'] else 'cannot tell' if row['agrees'] is None else 'DISAGREES'}", flush=True)
+        said = "VOID (a package the host lacks)" if void else "agrees" if row["agrees"] else \
+            "cannot tell" if row["agrees"] is None else "DISAGREES"
+        print(f"ROW {args.state} | {row['name']} | doctor {verdict} | engine {why} | {said}", flush=True)
     told = [r for r in rows if r["agrees"] is not None]
+    void = sum(bool(r["void"]) for r in rows)
     print(f"SUMMARY {args.engine} {args.state}: {agree} of {len(told)} agree, "
-          f"{len(rows) - len(told)} cannot tell, {time.time() - t0:.0f} s", flush=True)
+          f"{len(rows) - len(told) - void} cannot tell, {void} void, {time.time() - t0:.0f} s", flush=True)
     with open(args.out, "w") as fh:
         json.dump(rows, fh, indent=1)
     return 0
@@ -216,6 +230,14 @@ def _compare(model, folder: str) -> dict:
     ckpt = load_file(os.path.join(folder, "model.safetensors"))
     found, unfilled = set(), []
     for name, p in model.named_parameters():
+        if not p.is_floating_point():  # a vocabulary map (vLLM's draft_id_to_target_id from d2t): equal values
+            v = p.detach().cpu()
+            hit = [k for k, c in ckpt.items() if not c.is_floating_point() and c.shape == v.shape
+                   and (torch.equal(c.to(v.dtype), v) or torch.equal(c.to(v.dtype) + torch.arange(len(v)), v))]
+            found.update(hit)
+            if not hit:
+                unfilled.append(name)
+            continue
         pp = p.detach().float().cpu().reshape(p.shape[0], -1) if p.dim() else p.detach().float().cpu().reshape(1, 1)
         covered = torch.zeros(pp.shape[0], dtype=torch.bool)
         for key, c in ckpt.items():
@@ -395,6 +417,7 @@ def main(argv: list[str]) -> int:
     g.add_argument("models")
     g.add_argument("out")
     g.add_argument("--jobs", type=int, default=3)
+    g.add_argument("--engine-jobs", type=int, default=0, help="engines at once (default: --jobs)")
     g.add_argument("--limit", type=int, default=240)
     g.add_argument("--only", type=lambda t: [n for n in t.split(";") if n], help="row names, ';'-separated")
     g.add_argument("--doctor-only", action="store_true")

@@ -170,6 +170,8 @@ def _set(launch: Launch, condition: str, want: bool) -> bool:
         launch.drafter["aux"] = [4, 30, 56] if want else None
     elif condition == "drafter:eagle-config-ids-only":
         launch.drafter.update(aux=[4, 30, 56], top=None if want else [4, 30, 56])
+    elif condition == "finding:aux.capture":  # the default ids (2, n // 2, n - 3) for 61 layers: captured as trained
+        launch.drafter["aux"] = [4, 30, 56] if want else [2, 30, 58]
     elif condition == "drafter:switch":
         launch.drafter["switches"] = dict(SWITCHED) if want else {}
     elif condition == "finding:launch.allreduce_fusion?":
@@ -254,3 +256,27 @@ def test_a_published_release_is_not_a_no_go_by_itself(tmp_path: Path) -> None:
     assert doc["next"] == [f"patcher apply --engine sglang --site {site}"]  # it settles the keys family
     strict = _doctor(site, launch, tmp_path / "b", "--strict")
     assert strict["verdict"] == "no-go" and len([r for r in strict["reasons"] if " is pending" in r]) == len(pending)
+
+
+@pytest.mark.wheels
+@pytest.mark.parametrize(("version", "env", "runner", "met"), [
+    ("0.22.1", [], "v1", NO),  # its v1 runner reads eagle_config's ids: on an H100 it ran the drafter as trained
+    ("0.22.1", ["VLLM_USE_V2_MODEL_RUNNER=1"], "v2", YES),  # its v2 runner does not: the default ids
+    ("0.19.1", [], "v1", YES),  # the v1 runner reads eagle_config only from 0.22.0
+])
+def test_the_runner_the_launch_selects_is_the_one_judged(tmp_path: Path, version: str, env: list[str], runner: str,
+                                                          met: str) -> None:
+    """Found on a GPU (docs/gpu-proof.md, vLLM 0.22.1): doctor judged the capture of the runner a launch
+    uses by default whatever the environment selected, and took every drafter with ids only in
+    eagle_config as meeting eagle3-config-aux-ids, although 0.22.1's v1 runner reads them: a no-go for
+    a launch that ran as trained. The runner the launch's environment selects is the one judged, and
+    the family is met where that runner, as published, captures other layers than trained."""
+    launch = Launch("vllm")
+    launch.tp, launch.env = 1, env
+    launch.drafter.update(aux=[4, 30, 56], top=None)
+    doc = _doctor(wheels.tree("vllm", version), launch, tmp_path)
+    capture = {f["code"]: f for f in doc["findings"]}["aux.capture"]
+    assert f"{runner} runner (the one this launch uses)" in capture["message"], capture
+    assert capture["level"] == ("problem" if met == YES else "ok"), capture
+    family = next(fm for fm in doc["families"] if fm["id"] == "vllm/eagle3-config-aux-ids")
+    assert family["meets"] == met, family

@@ -189,10 +189,11 @@ def runners(release: Release) -> tuple[str, ...]:
     return reading(release).runners(release)
 
 
-def default_runner(release: Release, target_arch: str | None) -> str:
-    """The runner a launch uses by default for this target (UNKNOWN_RUNNER: the release picks by
-    architecture and the target's is not known): the engine's rule."""
-    return reading(release).default_runner(release, target_arch)
+def default_runner(release: Release, target_arch: str | None, env: dict[str, str] | None = None) -> str:
+    """The runner a launch uses for this target (UNKNOWN_RUNNER: the release picks by architecture and
+    the target's is not known): the engine's rule; ``env``: the launch's environment (doctor), whose
+    variables select a runner, else the default of a launch that sets none."""
+    return reading(release).default_runner(release, target_arch, env)
 
 
 UNKNOWN_RUNNER = "unknown"

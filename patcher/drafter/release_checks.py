@@ -181,9 +181,11 @@ def _matches(cap: facts.Capture | None, want: list[int] | None) -> bool | None:
     return not cap.nothing and cap.eager == want and cap.graph in (want, [])
 
 
-def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release | None) -> list[Finding]:
+def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release | None,
+                      env: dict[str, str] | None = None) -> list[Finding]:
     """Which target layers the release captures for this drafter: per engine path (vLLM's
-    runners), as the release stands and once 'patcher apply' has run."""
+    runners), as the release stands and once 'patcher apply' has run. ``env``: the launch's
+    environment (doctor), whose runner is the one judged; None: the runner of a launch that sets none."""
     if release is None or release.version is None or not d.use_aux_hidden_state:
         return []
     n = t.num_hidden_layers if t is not None else None
@@ -199,7 +201,7 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
     applied = facts.after_apply(release)
     selects = facts.reading(release).model_runners
     if selects:  # a release with several runners: the default first
-        default = facts.default_runner(release, arch)
+        default = facts.default_runner(release, arch, env)
         runners = sorted(facts.runners(release), key=lambda r: r != default)
     else:
         default, runners = "", [""]
@@ -216,7 +218,8 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
         who = release.label()
         if runner == default and len(runners) > 1:
             other = next(r for r in runners if r != default)
-            who += f", {runner} runner (the one this launch uses by default; {selects[other]})"
+            who += (f", {runner} runner (the one this launch uses)" if env is not None else
+                    f", {runner} runner (the one this launch uses by default; {selects[other]})")
         elif runner and runner == default:
             who += f", {runner} runner (the only one)"
         elif runner:

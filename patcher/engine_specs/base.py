@@ -342,7 +342,7 @@ def one_runner(ask: Ask) -> tuple[str, ...]:
     return ("",)
 
 
-def one_runner_default(ask: Ask, target_arch: str | None) -> str:
+def one_runner_default(ask: Ask, target_arch: str | None, env: dict[str, str] | None = None) -> str:
     return ""
 
 

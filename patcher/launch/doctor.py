@@ -184,7 +184,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
                        gpu=gpu)
     stops = reading.startup is not None and reading.startup["status"] == "refused"  # before any weight
     stage(f"asking {release.label()}'s own loader about the drafter")
-    doc.drafter = (_drafter_findings(cmd, release, target, as_given)
+    doc.drafter = (_drafter_findings(cmd, release, target, as_given, env)
                    if method.kind == command_checks.EAGLE and not stops else [])
     _judge_families(doc, context, tuple(as_given))
     return doc
@@ -240,7 +240,7 @@ def _target_config(cmd: LaunchCommand, launch: list[Finding]) -> TargetConfig | 
 
 
 def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig | None,
-                      as_given: list[str]) -> list[Finding]:
+                      as_given: list[str], env: dict[str, str]) -> list[Finding]:
     if cmd.drafter is None or not Path(cmd.drafter).expanduser().is_dir():
         return []  # command_checks.path_findings said why
     folder = Path(cmd.drafter).expanduser()
@@ -252,7 +252,7 @@ def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig
                         found=exc.found, hint=exc.hint)]
     folder_of_target = Path(cmd.target).expanduser() if target is not None and cmd.target else None
     findings = check_drafter(ckpt, drafter, target, release, cmd.flags, target_folder=folder_of_target,
-                             launch_argv=as_given)
+                             launch_argv=as_given, env=env)
     # setup.* repeat the family states verify reports above: each fact is shown once.
     return [_doctor_words(f) for f in findings if not f.code.startswith("setup.")]
 

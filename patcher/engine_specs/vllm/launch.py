@@ -285,16 +285,16 @@ def shipped(ask: Ask) -> tuple[str, ...]:
     return vllm_runners(ask.version, ask.site)
 
 
-def default_runner(ask: Ask, target_arch: str | None) -> str:
-    """The runner a launch without VLLM_USE_V2_MODEL_RUNNER uses for this target: ``vllm_runner``'s
-    env-less half (doctor also reads the environment). "unknown" when the release picks by
+def default_runner(ask: Ask, target_arch: str | None, env: dict[str, str] | None = None) -> str:
+    """The runner a launch uses for this target: ``vllm_runner`` with the launch's environment (doctor's;
+    None: a launch that sets no VLLM_USE_V2_MODEL_RUNNER). "unknown" when the release picks by
     architecture and the target's is not known."""
     if ask.version is None:
         return V1
     var = read(ask.site).get(V2_RUNNER_ENV) if ask.site is not None else None
     if var is None:  # no install to read: what the releases declare (unset reads as "0" before 0.22.0)
         var = EnvVar(V2_RUNNER_ENV, True, "0" if ask.version < V2_ENV_TRISTATE_SINCE else None)
-    runner = vllm_runner(ask.version, {}, var, (target_arch,) if target_arch else None,
+    runner = vllm_runner(ask.version, env or {}, var, (target_arch,) if target_arch else None,
                          runners=shipped(ask), default_v2=default_v2_architectures(ask.site))
     return {"v2": V2, "v1": V1}.get(runner.name, "unknown")
 
