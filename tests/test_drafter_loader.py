@@ -50,6 +50,10 @@ LAYOUTS = {"sglang": ("speculators-hf", "specforge", "mla"), "vllm": ("speculato
 # MLA drafter from 0.18, the v2 runner the default from 0.29), the GPU-proof release 0.5.13.post1, and
 # SGLang 0.5.7, whose CPU path the CPU env cannot build. Run on 2 cores, each release costs 1-2 minutes
 # (one engine import per state for the check, one for the oracle): every release would be 40 more.
+# Identity cannot stand in for a run (measured 6 December, the oracle tracing every function call from
+# the drafter's model code to the end of its load): the 126 SGLang and 150 vLLM files it runs differ
+# between nearly every two releases (40 classes of identical bytes among 42 SGLang releases, 37 among
+# 40 vLLM ones; still 37 and 30 counting only models/ and model_loader/).
 DEFAULT = {("sglang", "0.5.23"), ("vllm", "0.34.0")}
 RELEASES = [("sglang", "0.5.23"), ("vllm", "0.34.0"), ("sglang", "0.5.7"), ("sglang", "0.5.11"),
             ("sglang", "0.5.12"), ("sglang", "0.5.13.post1"), ("sglang", "0.5.17"), ("vllm", "0.18.1"),
