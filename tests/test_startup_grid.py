@@ -21,7 +21,7 @@ import pytest
 from patcher.environment import engines
 from patcher.release import release_parser
 from patcher.release.launch_command import parse
-from tests.support import progress
+from tests.support import progress, tiers
 from tests.support import real_drafters as rd
 
 pytestmark = [pytest.mark.wheels, pytest.mark.cpuenv]
@@ -29,8 +29,23 @@ pytestmark = [pytest.mark.wheels, pytest.mark.cpuenv]
 ORACLE = Path(__file__).parent / "support" / "startup_oracle.py"
 ORACLE_SGLANG = Path(__file__).parent / "support" / "startup_oracle_sglang.py"
 MARK = "@@startup@@ "
-RELEASES = [pytest.param("0.34.0"), pytest.param("0.22.1", marks=pytest.mark.full)]
-SGLANG = [pytest.param("0.5.23"), pytest.param("0.5.13.post1", marks=pytest.mark.full)]
+# The default tier's releases (tests/support/tiers.py: the newest of each CPU env line, already swapped
+# in for its other tests) and, in --full, releases spread over both engines' lines.
+def _releases(engine: str, *versions: str) -> list:
+    return [pytest.param(v, marks=() if (engine, v) in tiers.SAMPLE else (pytest.mark.full,), id=v) for v in versions]
+
+
+RELEASES = _releases("vllm", "0.34.0", "0.19.1", "0.29.0", "0.22.1", "0.15.1", "0.11.1")
+SGLANG = _releases("sglang", "0.5.23", "0.5.9", "0.5.20", "0.5.13.post1", "0.5.4")
+
+
+def _target(root: Path) -> Path:
+    """Kimi-K2's config under DeepSeek-V3's model type, which every line's transformers reads (Kimi-K2's
+    own, kimi_k2, needs the checkpoint's remote code there, and the start-up refuses it without)."""
+    target = rd.kimi_target(root, "kimi-k2", k25=False)
+    config = json.loads((target / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**config, "model_type": "deepseek_v3"}))
+    return target
 
 
 def _oracle(python: Path, script: Path, request: dict, cwd: Path) -> list[dict]:
@@ -59,7 +74,7 @@ def _disagreements(truth: list[dict], read: list, name) -> list[str]:
 def test_doctor_refuses_exactly_what_vllm_s_start_up_refuses(tmp_path: Path, version: str) -> None:
     from patcher.maintainer import cpu_env
 
-    target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
+    target = _target(tmp_path)
     drafter = rd.speculators_kimi(tmp_path)
     with cpu_env.using("vllm", version, log=progress.say) as python:
         truth = _oracle(python, ORACLE, {"target": str(target), "drafter": str(drafter)}, tmp_path)
@@ -79,7 +94,7 @@ def test_doctor_refuses_exactly_what_vllm_s_start_up_refuses(tmp_path: Path, ver
 def test_doctor_refuses_exactly_what_sglang_s_start_up_refuses(tmp_path: Path, version: str) -> None:
     from patcher.maintainer import cpu_env
 
-    target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
+    target = _target(tmp_path)
     drafter = rd.specforge_kimi(tmp_path)
     with cpu_env.using("sglang", version, log=progress.say) as python:
         truth = _oracle(python, ORACLE_SGLANG, {"target": str(target), "drafter": str(drafter)}, tmp_path)

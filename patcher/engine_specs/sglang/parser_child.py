@@ -13,8 +13,10 @@ Sent after parser_child_common.py, whose names it uses (Recorded, run).
 
 import functools
 import importlib
+import os
 import pkgutil
 import sys
+import tempfile
 import types
 from typing import TYPE_CHECKING
 
@@ -32,6 +34,35 @@ GPU_COUNT = 8
 # under the stand-in and fails on is "unavailable", never a refusal.
 WARM = ("sglang.srt.configs.model_config", "sglang.srt.speculative.spec_info",
         "sglang.srt.speculative.spec_registry")
+# The stand-in GPUs as ``nvidia-smi --query-gpu=... --format=csv,noheader[,nounits]`` reports them:
+# releases to 0.5.22 read the memory of the GPUs from it during start-up (get_nvgpu_memory_capacity),
+# and a build host has no nvidia-smi. Put first on PATH while the start-up runs; asked anything else,
+# it fails as a missing tool would, and the start-up is "unavailable", never a refusal.
+NVIDIA_SMI = """#!/bin/sh
+q=""
+for a in "$@"; do case "$a" in --query-gpu=*) q="${a#--query-gpu=}";; esac; done
+[ -n "$q" ] || { echo "kimi-patcher's stand-in nvidia-smi answers --query-gpu only" >&2; exit 1; }
+i=0
+while [ $i -lt %(count)d ]; do
+  out=""
+  for f in $(echo "$q" | tr ',' ' '); do
+    case "$f" in
+      memory.total|memory.free) v=%(mib)d;; memory.used) v=0;; name) v="%(name)s";;
+      compute_cap) v=%(cap)s;; index) v=$i;; count) v=%(count)d;; *) v="[N/A]";;
+    esac
+    out="${out:+$out, }$v"
+  done
+  echo "$out"; i=$((i + 1))
+done
+"""
+
+
+def _stand_in_smi(folder, capability, name, gib):
+    path = os.path.join(folder, "nvidia-smi")
+    with open(path, "w") as fh:
+        fh.write(NVIDIA_SMI % {"count": GPU_COUNT, "mib": gib * 1024, "name": name,
+                               "cap": f"{capability[0]}.{capability[1]}"})
+    os.chmod(path, 0o755)
 
 
 def parse(line, dests, server_args):
@@ -64,8 +95,8 @@ def _startup(line, server_args):
     (to 0.5.19) or ``resolve_once`` (from 0.5.20), which choose the attention backend, resolve the
     speculative algorithm (NEXTN to EAGLE, the draft model of an MTP target), choose steps, top-k
     and draft tokens, and refuse what the server would refuse, before any weight or device is used.
-    Stand-in: torch.cuda answers as a GPU host would (GPUS; nothing is allocated), since a build
-    host has none and SGLang's defaults depend on it. Everything is put back afterwards."""
+    Stand-in: torch.cuda and nvidia-smi answer as a GPU host would (GPUS; nothing is allocated), since
+    a build host has none and SGLang's defaults depend on it. Everything is put back afterwards."""
     import torch
 
     for name in WARM + tuple(_arg_group_modules()):
@@ -85,8 +116,11 @@ def _startup(line, server_args):
     saved_cuda = torch.version.cuda
     assumed = "" if line.get("gpu") else "; assumed: --gpu names yours"
     device = f"{GPU_COUNT} stand-in {gpu_name} (compute capability {capability[0]}.{capability[1]}{assumed})"
+    smi = tempfile.TemporaryDirectory(prefix="kimi-patcher-gpu-")
     try:
         with launch_environ(line):
+            _stand_in_smi(smi.name, capability, gpu_name, gib)
+            os.environ["PATH"] = smi.name + os.pathsep + os.environ.get("PATH", "")
             for name, fn in shown.items():
                 setattr(torch.cuda, name, fn)
             torch.version.cuda = torch.version.cuda or "12.8"
@@ -108,6 +142,7 @@ def _startup(line, server_args):
     except Exception as exc:  # noqa: BLE001 - a model it cannot read here, a GPU call the stand-in lacks
         return {"status": "unavailable", "error": plain(f"{type(exc).__name__}: {exc}")}
     finally:
+        smi.cleanup()
         for name, fn in saved.items():
             if fn is None:
                 torch.cuda.__dict__.pop(name, None)
