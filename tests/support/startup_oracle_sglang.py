@@ -3,7 +3,9 @@ launch, by the release's own ``ServerArgs`` post-processing called through its P
 
 Reads {"target": ..., "drafter": ...} on stdin. Generates the cases from the release: every
 ``--speculative-algorithm`` choice its parser declares (from 0.5.20, where it takes any registered
-name: the members of its ``SpeculativeAlgorithm``, and NEXTN), with and without the drafter. Each is
+name: the members of its ``SpeculativeAlgorithm``, and NEXTN), with and without the drafter; and,
+for EAGLE3 with the drafter, every other ``--speculative-*`` option the parser declares, given the
+values ``_option_cases`` picks from its type. Each is
 ``ServerArgs(model_path=..., tp_size=8, speculative_algorithm=..., ...)`` (``__post_init__`` runs
 in it, to 0.5.19; ``resolve_once()`` after, from 0.5.20): not the CLI doctor's child reads the line
 with. Prints one ``@@startup@@ {json}`` line per case.
@@ -35,6 +37,26 @@ def _forget():
     platforms = sys.modules.get("sglang.srt.platforms")
     if platforms is not None and hasattr(platforms, "_current_platform"):
         platforms._current_platform = None
+
+
+def _option_cases(parser):
+    """Every other speculative option the parser declares, given values its type takes that a
+    start-up may refuse: (option string, field, value as written, value as the field holds it).
+    Numbers: 0, -1 and a value of ordinary size; choices: each; flags: on. Free text (paths,
+    revisions) is left out: nothing of it is checked before a file is read."""
+    out = []
+    for action in parser._actions:
+        dest = action.dest
+        if not dest.startswith("speculative_") or dest in ("speculative_algorithm", "speculative_draft_model_path"):
+            continue
+        option = max(action.option_strings, key=len)
+        if action.choices:
+            out += [(option, dest, str(c), c) for c in action.choices]
+        elif action.nargs == 0:  # a flag
+            out.append((option, dest, None, True))
+        elif action.type in (int, float):
+            out += [(option, dest, str(v), action.type(v)) for v in ("0", "-1", "7")]
+    return out
 
 
 def main():
@@ -78,24 +100,28 @@ def main():
                  'for i in 1 2 3 4 5 6 7 8; do echo "$v"; done\n')
     os.chmod(os.path.join(smi, "nvidia-smi"), 0o755)
     os.environ["PATH"] = smi + os.pathsep + os.environ.get("PATH", "")
-    for algorithm in sorted(algorithms):
-        for with_draft in (True, False):
-            _forget()
-            kwargs = {"model_path": req["target"], "tp_size": 8, "speculative_algorithm": algorithm}
-            if with_draft:
-                kwargs["speculative_draft_model_path"] = req["drafter"]
-            try:
-                made = server_args.ServerArgs(**kwargs)
-                if hasattr(made, "resolve_once"):
-                    made.resolve_once()
-                view = getattr(server_args, "resolving_view", None)
-                got = view(made) if view is not None else made
-                out = {"status": "configured", "method": got.speculative_algorithm}
-            except (ValueError, AssertionError, TypeError) as exc:
-                out = {"status": "refused", "error": f"{type(exc).__name__}: {exc}"[:300]}
-            except Exception as exc:  # noqa: BLE001 - what this host cannot build
-                out = {"status": "unavailable", "error": f"{type(exc).__name__}: {exc}"[:300]}
-            print(MARK + json.dumps({"algorithm": algorithm, "draft": with_draft, **out}), flush=True)
+    cases = [({"algorithm": algorithm, "draft": with_draft}, {}) for algorithm in sorted(algorithms)
+             for with_draft in (True, False)]
+    cases += [({"algorithm": "EAGLE3", "draft": True, "option": option, "value": text}, {dest: value})
+              for option, dest, text, value in _option_cases(parser)]
+    for case, extra in cases:
+        algorithm, with_draft = case["algorithm"], case["draft"]
+        _forget()
+        kwargs = {"model_path": req["target"], "tp_size": 8, "speculative_algorithm": algorithm, **extra}
+        if with_draft:
+            kwargs["speculative_draft_model_path"] = req["drafter"]
+        try:
+            made = server_args.ServerArgs(**kwargs)
+            if hasattr(made, "resolve_once"):
+                made.resolve_once()
+            view = getattr(server_args, "resolving_view", None)
+            got = view(made) if view is not None else made
+            out = {"status": "configured", "method": got.speculative_algorithm}
+        except (ValueError, AssertionError, TypeError) as exc:
+            out = {"status": "refused", "error": f"{type(exc).__name__}: {exc}"[:300]}
+        except Exception as exc:  # noqa: BLE001 - what this host cannot build
+            out = {"status": "unavailable", "error": f"{type(exc).__name__}: {exc}"[:300]}
+        print(MARK + json.dumps({**case, **out}), flush=True)
 
 
 if __name__ == "__main__":
