@@ -22,11 +22,12 @@ from pathlib import Path
 import pytest
 
 from patcher.cli.main import main
-from patcher.drafter import checks
+from patcher.drafter import checks, facts
 from patcher.drafter.checkpoint import read_checkpoint
 from patcher.drafter.checks import check_drafter
 from patcher.drafter.configs import parse_drafter_config, parse_target_config
 from patcher.drafter.eagle31 import SWITCH_WEIGHTS
+from patcher.drafter.release_checks import check_aux_capture
 from patcher.environment import engines
 from patcher.findings import Finding
 from patcher.release import release_loader
@@ -121,20 +122,74 @@ def name_rule_verdict(ckpt, release) -> str:
     return UNLIKE if any(f.level == "problem" for f in said) else AS_TRAINED
 
 
-def _judge_all(python: Path, engine: str, root: Path) -> list[tuple[str, tuple[str, str], tuple[str, str], str]]:
-    """(case, what the check says, what the oracle saw, what the name rules said) for every case."""
+def _ids_grid(root: Path, engine: str) -> list[tuple[str, Path]]:
+    """The well-formed drafter of each layout with its aux ids stated each way (tiny.id_variants)."""
+    layouts = tiny.layouts()
+    out = []
+    for name in LAYOUTS[engine]:
+        for i, (what, config) in enumerate(tiny.id_variants(layouts[name]).items()):
+            folder = tiny.write(root / name / f"ids{i}", layouts[name], tiny.cases(layouts[name])[0])
+            (folder / "config.json").write_text(json.dumps(config, indent=1))
+            out.append((f"{name}/{what}", folder))
+    return out
+
+
+def _capture_rows(release, target: Path, ids_grid: list[tuple[str, Path]], answers) -> list[dict]:
+    """Per drafter and runner: what the release's own code captured (``LoadAnswer.capture``), what the
+    check says with it, what the check says with a wrong rule in its place (every id one higher),
+    and what the rules alone say (they stay for where nothing runs)."""
+    target_config = parse_target_config(json.loads((target / "config.json").read_text()), target / "config.json")
+    runners = facts.runners(release) if facts.reading(release).model_runners else ("",)
+    real = facts.capture
+
+    def wrong_rule(*args, **kwargs):
+        got = real(*args, **kwargs)
+        return got if got is None else replace(got, eager=[i + 1 for i in got.eager])
+
+    def message(findings, runner):
+        return next((f.message for f in findings if f.code in ("aux.capture", f"aux.capture.{runner}")
+                     and (not runner or f"{runner} runner" in f.message)), "")
+
+    rows = []
+    for (what, folder), answer in zip(ids_grid, answers):
+        ckpt = read_checkpoint(folder)
+        drafter = parse_drafter_config(ckpt.config, folder / "config.json")
+        said = check_aux_capture(drafter, target_config, release, asked=answer.capture)
+        facts.capture = wrong_rule
+        try:
+            fooled = check_aux_capture(drafter, target_config, release, asked=answer.capture)
+        finally:
+            facts.capture = real
+        for runner in runners:
+            rule = real(release, runner, drafter.top_aux_ids and list(drafter.top_aux_ids),
+                        drafter.eagle_aux_ids and list(drafter.eagle_aux_ids), target_config.architectures[0],
+                        target_config.num_hidden_layers)
+            rows.append({"drafter": what, "runner": runner, "loaded": answer.status == "loaded",
+                         "asked": answer.capture.get(runner, f"not asked: {answer.capture}"),
+                         "says": message(said, runner), "fooled": message(fooled, runner),
+                         "rule": None if rule is None or rule.nothing else tuple(rule.eager)})
+    return rows
+
+
+def _judge_all(python: Path, engine: str, root: Path) -> tuple[list[tuple[str, tuple[str, str], tuple[str, str], str]],
+                                                               list[tuple]]:
+    """(case, what the check says, what the oracle saw, what the name rules said) for every case, and
+    the capture rows (``_capture_rows``) of the aux-id grid, asked of the same interpreter."""
     target = tiny.write_target(root / "target")
     grid = _grid(root / "drafters", engine)
+    ids_grid = _ids_grid(root / "ids", engine)
     install = engines.find(engine, python=str(python))
     release = replace(from_install(install), located_by=located_by(str(python), None))
     spec = release.spec
     questions = []
-    for _, folder, _ in grid:
+    for folder in [folder for _, folder, _ in grid] + [folder for _, folder in ids_grid]:
         ckpt = read_checkpoint(folder)
         header = {n: (i.dtype, tuple(i.shape)) for n, i in ckpt.tensors.items()}
         questions.append(release_loader.Ask(folder, header, spec.drafter.loader_argv(str(target), str(folder)),
                                             target))
-    release_loader.ask_many(engine, str(python), install.site, questions)  # one import answers them all
+    answers = release_loader.ask_many(engine, str(python), install.site, questions)  # one import answers them all
+    captures = _capture_rows(release, target, ids_grid, answers[len(grid):])
+    questions = questions[:len(grid)]
     truth = _oracle(python, engine, [{**q.request(), "files": [str(q.drafter / "model.safetensors")]}
                                      for q in questions])
     target_config = parse_target_config(json.loads((target / "config.json").read_text()), target / "config.json")
@@ -145,7 +200,26 @@ def _judge_all(python: Path, engine: str, root: Path) -> list[tuple[str, tuple[s
         findings = check_drafter(ckpt, drafter, target_config, release, None, target_folder=target)
         rows.append((case.name, check_verdict(findings, list(tensors)), oracle_verdict(got, tensors),
                      name_rule_verdict(ckpt, release)))
-    return rows
+    return rows, captures
+
+
+def _assert_capture_asked(captures: dict[str, list[dict]]) -> None:
+    """Wherever the drafter loads, the release's own code answered the capture of every runner it
+    ships, the check says those layers (also with a wrong rule in place of the rules), and the rules
+    kept for where nothing runs agree with the code."""
+    rows = [(state, row) for state, rs in captures.items() for row in rs
+            if row["loaded"] or isinstance(row["asked"], tuple)]  # 0.5.7: its code answers, its loader cannot
+    assert rows, "the capture was never asked"
+    unasked = [f"{state} {r['drafter']} {r['runner']}: {r['asked']}" for state, r in rows
+               if not isinstance(r["asked"], tuple)]
+    assert not unasked, "the release's code was not asked:\n" + "\n".join(unasked)
+    wrong = [f"{state} {r['drafter']} {r['runner']}: asked {list(r['asked'])}, check says {r['says']!r}"
+             for state, r in rows for said in (r["says"], r["fooled"])
+             if f"captures {list(r['asked'])} in eager" not in said]
+    assert not wrong, "the check does not say what the release's code captures:\n" + "\n".join(wrong)
+    stale = [f"{state} {r['drafter']} {r['runner']}: the code captures {list(r['asked'])}, the rule says {r['rule']}"
+             for state, r in rows if r["rule"] != r["asked"]]
+    assert not stale, "a rule kept for where nothing runs disagrees with the release's code:\n" + "\n".join(stale)
 
 
 def _cli(*argv: str) -> int:
@@ -160,13 +234,15 @@ def test_the_check_says_what_the_loader_does(tmp_path: Path, engine: str, versio
 
     with cpu_env.using(engine, version, log=progress.say) as python:
         _cli("revert", "--engine", engine, "--python", str(python), "--no-probes")
-        states = {"published": _judge_all(python, engine, tmp_path / "published")}
+        states, captures = {}, {}
+        states["published"], captures["published"] = _judge_all(python, engine, tmp_path / "published")
         applied = _cli("apply", "--engine", engine, "--python", str(python), "--no-probes")
         try:
-            states["patched"] = _judge_all(python, engine, tmp_path / "patched")
+            states["patched"], captures["patched"] = _judge_all(python, engine, tmp_path / "patched")
         finally:
             _cli("revert", "--engine", engine, "--python", str(python), "--no-probes")
     assert applied in (0, 1)
+    _assert_capture_asked(captures)
     wrong = [f"{state} {name}: check says {said}, the loader did {truth}"
              for state, rows in states.items() for name, said, truth, _ in rows if said[0] != truth[0]]
     assert not wrong, f"{len(wrong)} of {sum(map(len, states.values()))} disagree:\n" + "\n".join(wrong)

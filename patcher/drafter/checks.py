@@ -53,11 +53,11 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
     findings += check_target_class(release, target) if release is not None else []
     findings += _check_config_format(drafter, release)
     findings += check_aux_ids(drafter, target)
-    findings += check_aux_capture(drafter, target, release, env)
+    answer = ask_loader(ckpt, release, launch_argv, target_folder)
+    findings += check_aux_capture(drafter, target, release, env, asked=answer.capture)
     findings += check_switches(list(ckpt.tensors), drafter, release)
     findings += check_rope(drafter, release)
     findings += shape_checks.check_mlp(ckpt, drafter, release)
-    answer = ask_loader(ckpt, release, launch_argv, target_folder)
     findings += check_load(answer, ckpt, release)
     if answer.status == "unavailable":  # the name rules, said as what to expect, never as a verdict
         findings += [_expected(f) for f in _check_decoder_keys(ckpt, release) + _check_unknown_keys(ckpt, release)

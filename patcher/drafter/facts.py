@@ -8,6 +8,10 @@ Most facts follow from the state of one patch family on the release (``release.R
 - aux layer ids on SGLang: ``sglang/eagle3-aux-layer-ids`` applied or upstream -> 0.5.13's rule
   in eager and graph mode alike.
 
+These are the rules for where nothing of the release runs. Where the engine imports, the key
+verdict is its loader's and the eager capture its own code's (``release_loader``); the checks put
+those answers in the rules' place, and the loader grid proves the rules agree with them.
+
 The facts the manifests have no home for yet live in each engine's module
 (``patcher.engine_specs.<engine>``: its ``DrafterReading`` tables and rules); this module asks
 them and never branches on an engine's name. Every comparison of a release's version with a

@@ -11,6 +11,8 @@ each short; they share the wording helpers at the bottom.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from patcher import engine_specs
 from patcher.core.plan import State
 from patcher.drafter import eagle31, facts, rope
@@ -181,11 +183,36 @@ def _matches(cap: facts.Capture | None, want: list[int] | None) -> bool | None:
     return not cap.nothing and cap.eager == want and cap.graph in (want, [])
 
 
+ASKED = "asked of the release's own code"
+
+
+def _as_asked(rule: facts.Capture | None, layers: tuple[int, ...] | str | None,
+              release: Release) -> facts.Capture | None:
+    """The capture of one runner with the release's own answer in the rule's place. Its code answers
+    the eager capture (the runner's reading of the drafter's config, the target's setter); graph
+    mode keeps the rule's word where the rule says the CUDA graphs reset the ids, and a load that
+    stops or a target that captures nothing stays the rule's (the code then raised, not answered)."""
+    if not isinstance(layers, tuple) or (rule is not None and (rule.nothing or rule.stops)):
+        return rule
+    eager = list(layers)
+    if rule is None:
+        return facts.Capture(eager, eager, f"{ASKED} in its interpreter")
+    graph = eager if rule.graph == rule.eager else rule.graph
+    if rule.eager == eager:
+        return replace(rule, eager=eager, graph=graph, why=f"{ASKED} in its interpreter: {rule.why}")
+    return replace(rule, eager=eager, graph=graph, why=f"{ASKED} in its interpreter; patcher's rule for "
+                   f"{release.label()} said {rule.eager} ({rule.why}) and is overruled")
+
+
 def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release | None,
-                      env: dict[str, str] | None = None) -> list[Finding]:
+                      env: dict[str, str] | None = None,
+                      asked: dict[str, tuple[int, ...] | str] | None = None) -> list[Finding]:
     """Which target layers the release captures for this drafter: per engine path (vLLM's
     runners), as the release stands and once 'patcher apply' has run. ``env``: the launch's
-    environment (doctor), whose runner is the one judged; None: the runner of a launch that sets none."""
+    environment (doctor), whose runner is the one judged; None: the runner of a launch that sets none.
+    ``asked``: what the release's own code answered in its interpreter (``LoadAnswer.capture``), per
+    runner: where it answered, its layers are the eager capture, whatever the rules say; the rules
+    stay for what it cannot answer (graph mode, the release once patched, a release not installed)."""
     if release is None or release.version is None or not d.use_aux_hidden_state:
         return []
     n = t.num_hidden_layers if t is not None else None
@@ -211,8 +238,12 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
                         "the release picks it by the target's architecture, and the target's config was not read; "
                         "each runner's capture follows", hint="pass --target with the target's local folder"))
     for runner in runners:
-        now = facts.capture(release, runner, top, in_eagle, arch, n, layer_ids)
+        now = _as_asked(facts.capture(release, runner, top, in_eagle, arch, n, layer_ids),
+                        (asked or {}).get(runner), release)
         later = facts.capture(applied, runner, top, in_eagle, arch, n, layer_ids)
+        if now is not None and now.why.startswith(ASKED) and later is not None and \
+                release.families == applied.families:
+            later = now  # nothing to apply: the release as it stands is the release once patched
         if now is None:
             continue
         who = release.label()

@@ -19,8 +19,10 @@ tensors of the checkpoint's shapes and dtypes and no data (``Tracked``), and we 
 The engine's script defines ``build(req)`` (import, configure and construct on meta; raise
 ``Refused`` where the release itself refuses the drafter, any other exception means it cannot be
 asked here), ``load(model, weights)`` (the release's load call) and ``share(model, req)`` (the
-target's weights the worker puts in), then calls ``run(build, load, share)``. One answer, the
-marker, then JSON.
+target's weights the worker puts in), and may define ``capture(req)``: the target layers the
+release captures for this drafter, per model runner, by its own code (the runner's reading of the
+drafter's config, the target class's setter run on a ``bare_target``); then it calls
+``run(build, load, share, capture)``. One answer, the marker, then JSON.
 
 Standard library and torch only: it runs inside the engine's environment.
 """
@@ -190,6 +192,41 @@ def kept_outside_parameters(model, Tracked):
     return out
 
 
+class Stand:
+    """An object whose attributes are set by hand: a stand-in model runner or decoder for the release's
+    own methods to run on (a missing attribute raises, and the question is then not answered)."""
+
+
+def bare_target(torch, cls, hf_config, layers):
+    """The target model class the release resolves, without its ``__init__`` (no weights, no
+    kernels): the aux-layer setters and defaults are its own methods, run on this object. What
+    they read is the target's config, the decoder's layer list and the pipeline rank (the last
+    rank: the one that captures)."""
+    bare = cls.__new__(cls)
+    torch.nn.Module.__init__(bare)
+    decoder = Stand()
+    decoder.layers = [None] * layers
+    decoder.start_layer, decoder.end_layer, decoder.config = 0, layers, hf_config
+    rank = Stand()
+    rank.is_last_rank = rank.is_first_rank = True
+    rank.world_size = 1
+    bare.config, bare.model, bare.pp_group = hf_config, decoder, rank
+    return bare
+
+
+def captured(capture, req):
+    """``capture(req)`` as an answer: {runner: {"layers": [...]} or {"error": why}}; {} where the
+    request names no target (the layer count and class are the target's)."""
+    if capture is None or not req.get("target"):
+        return {}
+    try:
+        got = capture(req)
+    except BaseException as exc:
+        return {"": {"error": f"{words(exc)} ({where(exc)})"[:400]}}
+    return {runner: ({"layers": [int(i) for i in value]} if isinstance(value, (list, tuple)) else
+                     {"error": str(value)[:400]}) for runner, value in got.items()}
+
+
 def answer(build, load, share, req, torch, Tracked):
     """One drafter asked of the release: its answer, as a dict."""
     del WRITES[:]
@@ -255,7 +292,7 @@ def answer(build, load, share, req, torch, Tracked):
                 params=out, kept=kept, computed=computed)
 
 
-def run(build, load, share):
+def run(build, load, share, capture=None):
     """Every drafter of the request (JSON on stdin: a request can outgrow one argument), each
     answered on its own line; one import serves them all."""
     asks = json.loads(sys.stdin.read())["asks"]
@@ -267,4 +304,4 @@ def run(build, load, share):
         return
     Tracked = tracked_tensor_class(torch)
     for i, req in enumerate(asks):
-        say(index=i, **answer(build, load, share, req, torch, Tracked))
+        say(index=i, **answer(build, load, share, req, torch, Tracked), capture=captured(capture, req))

@@ -10,6 +10,11 @@ sent to the interpreter that has the engine, builds the drafter as the server do
 meta device (true shapes, no memory), and feeds the release's own load path the checkpoint's names
 with tensors of its shapes and no data (``loader_child_common`` says how the keys are followed).
 
+In the same interpreter the child asks the release's code which target layers it captures for the
+drafter (``LoadAnswer.capture``, per model runner; ``loader_child_common.bare_target``): the runner's
+own reading of the drafter's config and the target class's own setter, so ``aux.capture`` is the
+release's answer where the engine imports, and patcher's rules only where it does not.
+
 The answer is cached per release files (path, size and mtime of every ``.py`` of the engine
 package, so ``patcher apply`` changes the key), interpreter, drafter config and header, target
 config and launch line (``$KIMI_PATCHER_CACHE/loader``): a second check of the same drafter
@@ -69,6 +74,9 @@ class LoadAnswer:
     kept: dict[str, tuple[str, ...]] = field(default_factory=dict)  # attribute -> keys held outside parameters
     computed: dict[str, str] = field(default_factory=dict)  # key -> the buffer module the release fills itself
     stage: str = "load"  # refused at "build" (no class for it) or at "load"
+    # The target layers the release captures for this drafter, per model runner ("" for an engine
+    # with one), by its own code; a string where that runner could not be asked, and why.
+    capture: dict[str, tuple[int, ...] | str] = field(default_factory=dict)
     seconds: float = 0.0
     cached: bool = False
 
@@ -147,7 +155,9 @@ def _answer(got: dict, seconds: float, cached: bool) -> LoadAnswer:
               for name, p in (got.get("params") or {}).items()}
     return LoadAnswer(got["status"], got.get("error", ""), got.get("where", ""), got.get("model", ""), params,
                       {k: tuple(v) for k, v in (got.get("kept") or {}).items()}, dict(got.get("computed") or {}),
-                      got.get("stage", "load"), seconds, cached)
+                      got.get("stage", "load"),
+                      {runner: tuple(c["layers"]) if "layers" in c else str(c.get("error", ""))
+                       for runner, c in (got.get("capture") or {}).items()}, seconds, cached)
 
 
 def _script(child: str) -> str:
@@ -200,6 +210,12 @@ def _valid(got: object) -> dict | None:
         if not isinstance(got.get(name, {}), dict):
             return None
     if not all(isinstance(got.get(k, ""), str) for k in ("error", "where", "model")):
+        return None
+    capture = got.get("capture", {})
+    if not isinstance(capture, dict) or not all(
+            isinstance(c, dict) and (isinstance(c.get("error"), str) or (
+                isinstance(c.get("layers"), list) and all(type(i) is int for i in c["layers"])))
+            for c in capture.values()):
         return None
     return got
 

@@ -13,13 +13,14 @@ one JSON line per ask on stdout: {"error"} or {"params": {name: {"rows", "filled
 """
 
 import json
+import re
 import sys
 import traceback
 
 
 def _child(text):
     ns = {"__name__": "kimi_patcher_loader_child"}
-    exec(compile(text.replace("\nrun(build, load, share)", "\n"), "<loader child>", "exec"), ns)
+    exec(compile(re.sub(r"\nrun\(build, load, share(, capture)?\)", "\n", text), "<loader child>", "exec"), ns)
     return ns
 
 

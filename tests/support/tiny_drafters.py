@@ -212,3 +212,29 @@ def _random(rng: random.Random, shape: tuple[int, ...], dtype: str, name: str) -
         return raw
     # bfloat16: the top half of each float32
     return b"".join(raw[i + 2:i + 4] for i in range(0, len(raw), 4))
+
+
+def id_variants(layout: Layout) -> dict[str, dict]:
+    """The layout's config with its aux layer ids stated each way a writer states them: none (the
+    engine's default), as the tool writes them, in the numbering that starts at 1 and the one that
+    does not, and, for an HF config, at the top level instead of (or beside) ``eagle_config``."""
+    def variant(top: list[int] | None, in_eagle: list[int] | None) -> dict:
+        config = json.loads(json.dumps(layout.config))
+        config.pop("eagle_aux_hidden_state_layer_ids", None)
+        if isinstance(config.get("eagle_config"), dict):
+            config["eagle_config"].pop("eagle_aux_hidden_state_layer_ids", None)
+            if in_eagle is not None:
+                config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = in_eagle
+        if top is not None:
+            config["eagle_aux_hidden_state_layer_ids"] = top
+        return config
+
+    hf = isinstance(layout.config.get("eagle_config"), dict)
+    shifted = [i + 1 for i in IDS]  # the numbering that does not start at 1
+    out = {"no ids": variant(None, None)}
+    if hf:
+        out.update({"eagle_config, from 1": variant(None, IDS), "eagle_config, from 2": variant(None, shifted),
+                    "top level only": variant(shifted, None), "both, unlike": variant(shifted, IDS)})
+    else:
+        out.update({"top level, from 1": variant(IDS, None), "top level, from 2": variant(shifted, None)})
+    return out

@@ -29,7 +29,9 @@ import tempfile
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # sent after loader_child_common.py, which defines them
-    from patcher.engine_specs.loader_child_common import Refused, run
+    from patcher.engine_specs.loader_child_common import Refused, bare_target, run
+
+STATE: dict = {}  # what build leaves for capture: the server args
 
 
 def _kernels_stand_in():
@@ -128,6 +130,7 @@ def _one_rank():
 
 
 def build(req):
+    STATE.clear()  # nothing of the previous drafter's
     import inspect
 
     import torch
@@ -141,6 +144,7 @@ def build(req):
     from sglang.srt.model_loader.utils import get_model_architecture, set_default_torch_dtype
 
     args = _server_args(req)
+    STATE["args"] = args
     _one_rank()
     config = ModelConfig.from_server_args(args, model_path=req["drafter"], is_draft_model=True)
     try:
@@ -182,4 +186,63 @@ def share(model, req):
     return {name for name, p in model.named_parameters(remove_duplicate=False) if p is embed or p is head}
 
 
-run(build, load, share)
+
+def _eagle3_block(module):
+    """The release's own statements that read the aux ids when they sit inline in the model runner
+    (before 0.5.16): the ``if`` on ``is_eagle3()`` that names them, as a function of the runner and
+    the server args, compiled in the runner module's namespace."""
+    import ast
+    import inspect
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(inspect.getsource(module.ModelRunner)))
+    blocks = [n for n in ast.walk(tree) if isinstance(n, ast.If) and "is_eagle3" in ast.unparse(n.test)
+              and "eagle_aux_hidden_state_layer_ids" in ast.unparse(n)]
+    if not blocks:
+        raise LookupError("the model runner has no is_eagle3() block that reads eagle_aux_hidden_state_layer_ids")
+    source = "def _kp_block(self, server_args):\n" + textwrap.indent(ast.unparse(blocks[0]), "    ")
+    namespace = dict(vars(module))
+    exec(compile(source, inspect.getsourcefile(module.ModelRunner) or "<model_runner>", "exec"), namespace)
+    return namespace["_kp_block"]
+
+
+def capture(req):
+    """The layers the target captures for this drafter: the release's model runner reads the ids
+    from the drafter's config (its resolver from 0.5.16, its inline block before), and the target
+    class's ``set_eagle3_layers_to_capture`` turns them into ``layers_to_capture``."""
+    import torch
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.model_executor import model_runner
+    from sglang.srt.model_loader.utils import get_model_architecture
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    args = STATE["args"]
+    target = ModelConfig.from_server_args(args)
+    cls, _ = get_model_architecture(target)
+    text = getattr(target, "hf_text_config", target.hf_config)
+    bare = bare_target(torch, cls, target.hf_config, int(text.num_hidden_layers))
+    algorithm = SpeculativeAlgorithm.from_string(args.speculative_algorithm)
+    try:
+        from sglang.srt.model_executor.model_runner_components import spec_aux_hidden_state as resolver
+    except ImportError:
+        resolver = None
+    if resolver is not None:
+        got = resolver.resolve_spec_aux_hidden_state_config(server_args=args, model_config=target,
+                                                            spec_algorithm=algorithm, is_draft_worker=False)
+        use, ids = got.eagle_use_aux_hidden_state, got.eagle_aux_hidden_state_layer_ids
+    else:
+        runner = model_runner.ModelRunner.__new__(model_runner.ModelRunner)  # its methods, no __init__
+        runner.spec_algorithm, runner.is_draft_worker, runner.model = algorithm, False, bare
+        runner.server_args, runner.model_config = args, target
+        _eagle3_block(model_runner)(runner, args)
+        if hasattr(bare.model, "layers_to_capture"):  # the block called the setter itself
+            return {"": list(bare.model.layers_to_capture)}
+        use = getattr(runner, "eagle_use_aux_hidden_state", True)
+        ids = getattr(runner, "eagle_aux_hidden_state_layer_ids", None)
+    if not use:
+        return {"": []}
+    bare.set_eagle3_layers_to_capture(ids)  # as the runner calls it (init_aux_hidden_state_capture)
+    return {"": list(bare.model.layers_to_capture)}
+
+
+run(build, load, share, capture)

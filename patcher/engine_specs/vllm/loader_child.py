@@ -28,7 +28,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # sent after loader_child_common.py, which defines them
-    from patcher.engine_specs.loader_child_common import Refused, run, words
+    from patcher.engine_specs.loader_child_common import Refused, bare_target, run, words
 
 STATE: dict = {}  # what build leaves for load and share: the engine config, the draft config, the loader
 
@@ -80,6 +80,7 @@ def _one_rank(config):
 
 
 def build(req):
+    STATE.clear()  # nothing of the previous drafter's
     import torch
 
     _cpu_platform()
@@ -88,6 +89,7 @@ def build(req):
     if speculative is None or speculative.draft_model_config is None:
         raise Refused("the launch builds no draft model (no speculative config with a draft model)")
     draft = speculative.draft_model_config
+    STATE["engine"] = config  # the target's side, before the draft's overrides
     if hasattr(speculative, "apply_draft_overrides"):  # the draft's own overrides (kv cache dtype...)
         config = speculative.apply_draft_overrides(config)
     _one_rank(config)
@@ -205,4 +207,51 @@ def share(model, req):
     return out
 
 
-run(build, load, share)
+
+def capture(req):
+    """The layers the target captures for this drafter, per model runner, by the release's code: the
+    v1 runner's ``_setup_eagle3_aux_hidden_state_outputs`` (or, before it was a method, its
+    ``_get_eagle3_aux_layers_from_config`` and the model's default, as ``load_model`` calls them),
+    the v2 runner's ``set_eagle3_aux_hidden_state_layers``; each on the target class the release
+    resolves, whose ``set_aux_hidden_state_layers`` records the layers."""
+    import importlib
+
+    import torch
+    from vllm.model_executor.model_loader.utils import get_model_architecture
+
+    config = STATE["engine"]
+    cls, _ = get_model_architecture(config.model_config)
+    hf = config.model_config.hf_config
+    text = hf.get_text_config() if hasattr(hf, "get_text_config") else hf
+    layers = int(text.num_hidden_layers)
+    out = {}
+    try:
+        v1 = importlib.import_module("vllm.v1.worker.gpu_model_runner").GPUModelRunner
+    except (ImportError, AttributeError):
+        v1 = None
+    if v1 is not None and hasattr(v1, "_get_eagle3_aux_layers_from_config"):
+        bare = bare_target(torch, cls, hf, layers)
+        runner = v1.__new__(v1)
+        runner.speculative_config, runner.use_aux_hidden_state_outputs, runner.model = \
+            config.speculative_config, True, bare
+        runner.get_model = lambda: bare
+        if hasattr(v1, "_setup_eagle3_aux_hidden_state_outputs"):
+            runner._setup_eagle3_aux_hidden_state_outputs()
+        else:
+            bare.set_aux_hidden_state_layers(runner._get_eagle3_aux_layers_from_config()
+                                             or bare.get_eagle3_default_aux_hidden_state_layers())
+        out["v1"] = list(bare.model.aux_hidden_state_layers)
+    elif v1 is not None:
+        out["v1"] = "the v1 runner reads the aux ids inline (no method to ask)"
+    try:
+        v2 = importlib.import_module("vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils")
+    except ImportError:
+        v2 = None
+    if v2 is not None and hasattr(v2, "set_eagle3_aux_hidden_state_layers"):
+        bare = bare_target(torch, cls, hf, layers)
+        v2.set_eagle3_aux_hidden_state_layers(bare, config.speculative_config)
+        out["v2"] = list(bare.model.aux_hidden_state_layers)
+    return out
+
+
+run(build, load, share, capture)
