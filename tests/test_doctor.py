@@ -194,6 +194,35 @@ def test_vllm_runner(version: str, env: dict, archs: tuple | None, runner: str) 
     assert vllm_launch.vllm_runner(v, env, var, archs, eagle3_pp=pp).name == runner
 
 
+@pytest.mark.wheels
+def test_the_runner_is_the_start_up_s_answer_where_it_ran(tmp_path: Path) -> None:
+    """Where the release's start-up configuration ran (its ``VllmConfig.use_v2_model_runner``, asked
+    in the parser child: tests/test_startup_grid.py proves that answer per release), the runner doctor
+    names and the one whose capture the drafter check judges are that answer, decided once; the rules
+    (``vllm_runner``) only where it did not run. On 0.22.1 the rule's word for a DeepSeek target is v1:
+    a start-up that picked v2 (a feature of the line the rules do not know) must win."""
+    from patcher.drafter.configs import parse_drafter_config, parse_target_config
+    from patcher.drafter.release_checks import check_aux_capture
+    from patcher.environment import engines
+    from patcher.release.release import from_install
+
+    site = wheels.tree("vllm", "0.22.1")
+    release = from_install(engines.find("vllm", site=site))
+    cmd = parse(["vllm", "serve", "/m", "--speculative-config", '{"method": "eagle3", "model": "/d"}'])
+    variables = command_checks.variables(cmd.spec, site)
+    folder = k2_target(tmp_path)
+    target = parse_target_config(json.loads((folder / "config.json").read_text()), folder / "config.json")
+    ruled = base.LaunchContext(release, cmd, target, {}, variables)
+    asked = replace(ruled, startup={"status": "configured", "runner": "v2",
+                                    "runner_by": "VllmConfig.use_v2_model_runner"})
+    assert vllm_launch.launch_runner(ruled).name == "v1"
+    assert vllm_launch.launch_runner(asked).name == "v2"
+    assert "asked of vllm 0.22.1's start-up configuration" in vllm_launch.runner_findings(asked)[0].message
+    drafter = parse_drafter_config(eagle3_config(aux=[2, 30, 58]), tmp_path / "config.json")
+    judged = {f.code: f.message for f in check_aux_capture(drafter, target, release, {}, selected="v2")}
+    assert "v2 runner (the one this launch uses)" in judged["aux.capture"], judged
+
+
 def _sglang(version: str, fused_state: str | None = None):
     release = from_version("sglang", Version(version))
     if fused_state is None:

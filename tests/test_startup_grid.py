@@ -81,12 +81,25 @@ def test_doctor_refuses_exactly_what_vllm_s_start_up_refuses(tmp_path: Path, ver
     drafter = rd.speculators_kimi(tmp_path)
     with cpu_env.using("vllm", version, log=progress.say) as python:
         truth = _oracle(python, ORACLE, {"target": str(target), "drafter": str(drafter)}, tmp_path)
+        runners = [t for t in truth if "runner_env" in t]
+        truth = [t for t in truth if "spec" in t]
         assert len(truth) > 40  # every method twice, every field once
         install = engines.find_first(["vllm"], python=str(python))[0]
         assert install is not None
         lines = [parse(["vllm", "serve", str(target), "-tp", "8", "--speculative-config", json.dumps(t["spec"])])
                  for t in truth]
-        read = release_parser.read_many(lines, install)
+        eagle3 = json.dumps({"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 3})
+        lines += [parse([*([f"VLLM_USE_V2_MODEL_RUNNER={t['runner_env']}"] if t["runner_env"] else []),
+                         "vllm", "serve", str(target), "-tp", "4", "--speculative-config", eagle3]) for t in runners]
+        read = release_parser.read_many(lines, install, environ={"VLLM_USE_V2_MODEL_RUNNER": None})
+    read, picked = read[:len(truth)], read[len(truth):]
+    # The runner doctor judges is the one the release's start-up picks for the launch's environment.
+    built = [(t, reading.startup or {}) for t, (_, reading) in zip(runners, picked) if t["status"] == "configured"]
+    assert built, runners
+    assert [t["status"] == "configured" for t in runners] == [
+        (reading.startup or {}).get("status") == "configured" for _, reading in picked]
+    said = [(t["runner_env"], got.get("runner"), got.get("runner_error")) for t, got in built]
+    assert said == [(t["runner_env"], t["runner"], None) for t, _ in built], said
     wrong = _disagreements(truth, read, lambda t: json.dumps(t["spec"]))
     refused = sum(t["status"] == "refused" for t in truth)
     assert refused and refused < len(truth), "the generated cases hold both outcomes"

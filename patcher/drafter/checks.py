@@ -44,17 +44,19 @@ DEFAULT_AUX_LAYERS = 3
 
 def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig | None,
                   release: Release | None, flags: str | None, *, target_folder: Path | None = None,
-                  launch_argv: list[str] | None = None, env: dict[str, str] | None = None) -> list[Finding]:
+                  launch_argv: list[str] | None = None, env: dict[str, str] | None = None,
+                  runner: str | None = None) -> list[Finding]:
     """Every finding about the drafter on ``release``. ``target_folder`` and ``launch_argv`` (the
     server's own options, doctor's command) are what the release's loader is built from; without a
     launch line, the engine module's minimal EAGLE-3 line is used. ``env``: the launch's environment
-    (doctor's): the runner it selects is the one whose capture is judged."""
+    (doctor's): the runner it selects is the one whose capture is judged; ``runner``: that runner
+    where doctor decided it for the whole launch (the release's start-up configuration's answer)."""
     findings = check_setup(release, drafter) if release is not None else []
     findings += check_target_class(release, target) if release is not None else []
     findings += _check_config_format(drafter, release)
     findings += check_aux_ids(drafter, target)
     answer = ask_loader(ckpt, release, launch_argv, target_folder)
-    findings += check_aux_capture(drafter, target, release, env, asked=answer.capture)
+    findings += check_aux_capture(drafter, target, release, env, asked=answer.capture, selected=runner)
     findings += check_switches(list(ckpt.tensors), drafter, release)
     findings += check_rope(drafter, release)
     findings += shape_checks.check_mlp(ckpt, drafter, release)

@@ -206,13 +206,15 @@ def _as_asked(rule: facts.Capture | None, layers: tuple[int, ...] | str | None,
 
 def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release | None,
                       env: dict[str, str] | None = None,
-                      asked: dict[str, tuple[int, ...] | str] | None = None) -> list[Finding]:
+                      asked: dict[str, tuple[int, ...] | str] | None = None,
+                      selected: str | None = None) -> list[Finding]:
     """Which target layers the release captures for this drafter: per engine path (vLLM's
     runners), as the release stands and once 'patcher apply' has run. ``env``: the launch's
     environment (doctor), whose runner is the one judged; None: the runner of a launch that sets none.
     ``asked``: what the release's own code answered in its interpreter (``LoadAnswer.capture``), per
     runner: where it answered, its layers are the eager capture, whatever the rules say; the rules
-    stay for what it cannot answer (graph mode, the release once patched, a release not installed)."""
+    stay for what it cannot answer (graph mode, the release once patched, a release not installed).
+    ``selected``: the runner doctor decided the launch uses (one decision for the whole launch)."""
     if release is None or release.version is None or not d.use_aux_hidden_state:
         return []
     n = t.num_hidden_layers if t is not None else None
@@ -228,7 +230,7 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
     applied = facts.after_apply(release)
     selects = facts.reading(release).model_runners
     if selects:  # a release with several runners: the default first
-        default = facts.default_runner(release, arch, env)
+        default = selected if selected in facts.runners(release) else facts.default_runner(release, arch, env)
         runners = sorted(facts.runners(release), key=lambda r: r != default)
     else:
         default, runners = "", [""]

@@ -279,6 +279,9 @@ class Launch:
     # doctor's engine-specific launch checks: (LaunchContext) -> findings (vLLM's model runner,
     # SGLang's allreduce fusion and two-batch overlap)
     checks: tuple[Callable[[LaunchContext], list[Finding]], ...] = ()
+    # An engine with several model runners: (LaunchContext) -> the one this launch uses ("v1", "v2",
+    # "unknown"...), decided once so the drafter check judges that runner's capture. None: one runner.
+    runner: Callable[[LaunchContext], str] | None = None
     # (values, drafter folder, speculators config) -> the drafter check's judgement of the launch
     # flags (--flags), where ``values[option]`` lists the values the line gives an option, read with
     # its owner's spellings, for every option any engine spells; None: no reader of its flags

@@ -38,7 +38,11 @@ def launch_environ(line):
     start-up configuration runs, and this process's environment as it was afterwards: start-up
     code writes variables too, and the next line asked must not see them."""
     saved = dict(os.environ)
-    os.environ.update(line.get("env") or {})
+    for name, value in (line.get("env") or {}).items():  # None: the server starts without it
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     try:
         yield
     finally:

@@ -157,7 +157,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     gpu = gpu if gpu is not None else gpus.major()
     stage(f"reading the line with {release.label()}'s own parser and start-up configuration (the first time "
           "for a line, it imports the engine)")
-    cmd, reading = release_parser.read(cmd, install, gpu)
+    cmd, reading = release_parser.read(cmd, install, gpu, {name: env.get(name) for name in variables})
     launch.append(reading_checks.reading_finding(reading, release))
     launch += reading_checks.startup_findings(reading, release)
     if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs
@@ -184,7 +184,8 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
                        gpu=gpu)
     stops = reading.startup is not None and reading.startup["status"] == "refused"  # before any weight
     stage(f"asking {release.label()}'s own loader about the drafter")
-    doc.drafter = (_drafter_findings(cmd, release, target, as_given, env)
+    runner = cmd.spec.launch.runner(context) if cmd.spec.launch.runner is not None else None
+    doc.drafter = (_drafter_findings(cmd, release, target, as_given, env, runner)
                    if method.kind == command_checks.EAGLE and not stops else [])
     _judge_families(doc, context, tuple(as_given))
     return doc
@@ -240,7 +241,7 @@ def _target_config(cmd: LaunchCommand, launch: list[Finding]) -> TargetConfig | 
 
 
 def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig | None,
-                      as_given: list[str], env: dict[str, str]) -> list[Finding]:
+                      as_given: list[str], env: dict[str, str], runner: str | None) -> list[Finding]:
     if cmd.drafter is None or not Path(cmd.drafter).expanduser().is_dir():
         return []  # command_checks.path_findings said why
     folder = Path(cmd.drafter).expanduser()
@@ -252,7 +253,7 @@ def _drafter_findings(cmd: LaunchCommand, release: Release, target: TargetConfig
                         found=exc.found, hint=exc.hint)]
     folder_of_target = Path(cmd.target).expanduser() if target is not None and cmd.target else None
     findings = check_drafter(ckpt, drafter, target, release, cmd.flags, target_folder=folder_of_target,
-                             launch_argv=as_given, env=env)
+                             launch_argv=as_given, env=env, runner=runner)
     # setup.* repeat the family states verify reports above: each fact is shown once.
     return [_doctor_words(f) for f in findings if not f.code.startswith("setup.")]
 

@@ -73,15 +73,19 @@ class Reading:
     startup: dict | None = None
 
 
-def read(cmd: LaunchCommand, install: Install, gpu: str | None = None) -> tuple[LaunchCommand, Reading]:
+def read(cmd: LaunchCommand, install: Install, gpu: str | None = None,
+         environ: dict[str, str | None] | None = None) -> tuple[LaunchCommand, Reading]:
     """The command as the release reads it (its options rewritten in their canonical spellings,
     the values the release's parser gave), and how it was read. ``gpu``: the compute capability
-    major of the GPUs the server runs on, where known, for start-up code that asks the device."""
-    return read_many([cmd], install, gpu)[0]
+    major of the GPUs the server runs on, where known, for start-up code that asks the device.
+    ``environ``: the value the server starts with of each variable the release reads (None: unset):
+    its start-up code sees those, whatever this process's environment holds; without it, this
+    process's environment with the command's assignments."""
+    return read_many([cmd], install, gpu, environ)[0]
 
 
-def read_many(cmds: list[LaunchCommand], install: Install,
-              gpu: str | None = None) -> list[tuple[LaunchCommand, Reading]]:
+def read_many(cmds: list[LaunchCommand], install: Install, gpu: str | None = None,
+              environ: dict[str, str | None] | None = None) -> list[tuple[LaunchCommand, Reading]]:
     """``read`` for several lines of one engine: the ones not cached share one interpreter."""
     python = install.python or sys.executable
     where = (python, "" if install.python else str(install.site))
@@ -92,7 +96,7 @@ def read_many(cmds: list[LaunchCommand], install: Install,
         answers = [{"status": "unavailable", "error": _UNAVAILABLE[where]} for _ in cmds]
         cached = [True] * len(cmds)
     else:
-        reqs = [_request(cmd, gpu) for cmd in cmds]
+        reqs = [_request(cmd, gpu, environ) for cmd in cmds]
         keys = [_key(cmd.engine, req, install, python) for cmd, req in zip(cmds, reqs)]
         for i, key in enumerate(keys):
             answers[i] = _valid(kept.load(CACHE / f"{key}.json"))
@@ -162,10 +166,11 @@ def server_argv(cmd: LaunchCommand) -> list[str]:  # as written, ``vllm serve``'
     return [cmd.model_tag, *cmd.argv] if cmd.model_tag is not None else list(cmd.argv)
 
 
-def _request(cmd: LaunchCommand, gpu: str | None = None) -> dict:
+def _request(cmd: LaunchCommand, gpu: str | None = None, environ: dict[str, str | None] | None = None) -> dict:
     req: dict = {"argv": server_argv(cmd), "entry": "module" if cmd.entry.startswith("-m ") else "serve"}
-    if cmd.env:  # the command's own assignments: start-up code reads them (SGLANG_*, VLLM_*)
-        req["env"] = dict(cmd.env)
+    env = {**(environ or {}), **cmd.env}  # the command's own assignments: start-up code reads them too
+    if env:
+        req["env"] = {k: env[k] for k in sorted(env)}
     if gpu is not None:
         req["gpu"] = gpu
     return req

@@ -9,7 +9,7 @@ doctor's child reads the line with. Prints one ``@@startup@@ {json}`` line per c
 speculative config, and configured (with the method resolved) / refused / unavailable.
 
 Stand-ins, as doctor's child has them (a build host has no GPU): the CPU platform where the
-release finds none, and the platform's check_and_update_config not run.
+release finds none, the platform's check_and_update_config not run, and Triton present.
 """
 
 import json
@@ -39,6 +39,10 @@ def main():
     platforms.current_platform.check_and_update_config = lambda *a, **k: None
     from vllm.engine.arg_utils import EngineArgs, SpeculativeConfig
 
+    for name, module in list(sys.modules.items()):  # Triton present, as on the GPU host
+        if name.startswith("vllm.") and module is not None and module.__dict__.get("HAS_TRITON") is False:
+            module.HAS_TRITON = True
+
     hints = typing.get_type_hints(SpeculativeConfig)
     methods = sorted(set(_names(hints["method"])))
     base = {"method": "eagle3", "model": req["drafter"], "num_speculative_tokens": 3}
@@ -56,6 +60,38 @@ def main():
         except Exception as exc:  # noqa: BLE001 - what this host cannot build
             got = {"status": "unavailable", "error": f"{type(exc).__name__}: {exc}"[:300]}
         print(MARK + json.dumps({"spec": spec, **got}), flush=True)
+    _runners(req, EngineArgs)
+
+
+def _runners(req, EngineArgs):
+    """The model runner the release picks for an EAGLE-3 launch on the target, for each value of
+    VLLM_USE_V2_MODEL_RUNNER (unset, 0, 1): ``use_v2_model_runner`` of the config built through the
+    API (Triton taken as present, as on a GPU host), or, before that property, the variable as
+    ``vllm.envs`` reads it. (Pipeline parallelism is not built on a CPU host: the registry finds no
+    ``SupportsPP`` DeepSeek model there.)"""
+    import os
+
+    from vllm import envs
+
+    for value in (None, "0", "1"):
+        os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
+        if value is not None:
+            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = value
+        try:
+            config = EngineArgs(model=req["target"], tensor_parallel_size=4,
+                                speculative_config={"method": "eagle3", "model": req["drafter"],
+                                                    "num_speculative_tokens": 3}).create_engine_config()
+            if isinstance(getattr(type(config), "use_v2_model_runner", None), property):
+                v2 = config.use_v2_model_runner
+            elif hasattr(envs, "VLLM_USE_V2_MODEL_RUNNER"):
+                v2 = envs.VLLM_USE_V2_MODEL_RUNNER
+            else:  # neither: the release has one runner, and nothing picks
+                v2 = None
+            got = {"status": "configured", "runner": None if v2 is None else "v2" if v2 else "v1"}
+        except Exception as exc:  # noqa: BLE001 - refused, or what this host cannot build
+            got = {"status": "not built", "error": f"{type(exc).__name__}: {exc}"[:300]}
+        print(MARK + json.dumps({"runner_env": value, **got}), flush=True)
+    os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
 
 
 if __name__ == "__main__":

@@ -85,6 +85,7 @@ SPEC = EngineSpec(
         },
         eagle3_flags=EAGLE3_FLAGS,
         checks=(launch.runner_findings,),
+        runner=lambda ctx: launch.launch_runner(ctx).name,
         flag_check=flag_check,
         method_option=("--speculative-config", "method", False),  # SpeculativeConfig.method: a Literal
         eagle_methods=("eagle", "eagle3"),

@@ -301,18 +301,32 @@ def default_runner(ask: Ask, target_arch: str | None, env: dict[str, str] | None
 
 # --- doctor's launch checks (Launch.checks) -------------------------------------------------------
 
-def runner_findings(ctx: LaunchContext) -> list[Finding]:
+def launch_runner(ctx: LaunchContext) -> Runner:
+    """The runner this launch uses: the release's own start-up configuration's answer where it ran
+    (``VllmConfig.use_v2_model_runner`` with the launch's environment: its variable, architectures,
+    the features v2 lacks, pipeline parallelism included), else the rules (``vllm_runner``)."""
     release, cmd, env, target = ctx.release, ctx.cmd, ctx.env, ctx.target
+    assert release.version is not None
+    runners = vllm_runners(release.version, release.site)
+    asked = (ctx.startup or {}).get("runner") if (ctx.startup or {}).get("status") == "configured" else None
+    if asked in ("v1", "v2") and asked in runners:
+        by = (ctx.startup or {}).get("runner_by") or "its start-up configuration"
+        value = f"{V2_RUNNER_ENV}={env[V2_RUNNER_ENV]}" if V2_RUNNER_ENV in env else f"{V2_RUNNER_ENV} unset"
+        return Runner(asked, f"asked of {release.label()}'s start-up configuration ({by}, {value})")
+    return vllm_runner(release.version, env, ctx.variables.get(V2_RUNNER_ENV),
+                       target.architectures if target is not None else None,
+                       eagle3_pp=cmd.drafter is not None and (cmd.pp or 1) > 1, runners=runners,
+                       refuses_v2_env=v2_env_refused(release.site),
+                       default_v2=default_v2_architectures(release.site))
+
+
+def runner_findings(ctx: LaunchContext) -> list[Finding]:
+    release, cmd, env = ctx.release, ctx.cmd, ctx.env
     assert release.version is not None
     parsed = parse(release.site, V2_RUNNER_ENV, env) if V2_RUNNER_ENV in env and release.site else None
     if parsed is not None and parsed.raises:
         return []  # the server stops at start-up on the value (env.* says so): no runner runs
-    runner = vllm_runner(release.version, env, ctx.variables.get(V2_RUNNER_ENV),
-                         target.architectures if target is not None else None,
-                         eagle3_pp=cmd.drafter is not None and (cmd.pp or 1) > 1,
-                         runners=vllm_runners(release.version, release.site),
-                         refuses_v2_env=v2_env_refused(release.site),
-                         default_v2=default_v2_architectures(release.site))
+    runner = launch_runner(ctx)
     if runner.name == "refused":
         return [problem("launch.runner", runner.why, wanted=f"{V2_RUNNER_ENV} unset (or 1)",
                         found=f"{V2_RUNNER_ENV}={env.get(V2_RUNNER_ENV)}", hint=f"unset {V2_RUNNER_ENV}")]

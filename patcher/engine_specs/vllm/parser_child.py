@@ -117,14 +117,16 @@ def _startup(args):
     """The release's own start-up configuration of the parsed line (``EngineArgs.create_engine_config``,
     issue 53): its checks of the speculative config (missing or zero tokens, a draft TP it refuses, an
     unknown key), what it infers (the method from the draft's config, a speculators drafter served as
-    the model), before any device or weight. Stand-in: the platform's ``check_and_update_config`` (the
-    device's own choice of kernels, backends and graphs) is not run: a build host has no GPU."""
+    the model), before any device or weight. Stand-ins, a build host having no GPU: the platform's
+    ``check_and_update_config`` (the device's own choice of kernels, backends and graphs) is not run,
+    and Triton is present (``_with_triton``)."""
     from vllm import platforms
     from vllm.engine import arg_utils
 
     platform = platforms.current_platform
     saved = platform.__dict__.get("check_and_update_config")
     platform.check_and_update_config = lambda *a, **k: None
+    triton = _with_triton()
     try:
         config = arg_utils.EngineArgs.from_cli_args(args).create_engine_config()
     except (ValueError, TypeError) as exc:  # the release's own refusal (pydantic's ValidationError included)
@@ -138,12 +140,53 @@ def _startup(args):
             platform.__dict__.pop("check_and_update_config", None)
         else:
             platform.check_and_update_config = saved
+        for module in triton:
+            module.HAS_TRITON = False
     spec = config.speculative_config
     draft = getattr(spec, "draft_model_config", None) if spec is not None else None
     return {"status": "configured", "target": config.model_config.model,
             "method": getattr(spec, "method", None), "draft": getattr(draft, "model", None),
             "tokens": getattr(spec, "num_speculative_tokens", None),
-            "draft_tp": getattr(spec, "draft_tensor_parallel_size", None)}
+            "draft_tp": getattr(spec, "draft_tensor_parallel_size", None), **_runner(config)}
+
+
+def _with_triton():
+    """Triton present while the start-up runs, as on the GPU host (vLLM's CUDA wheels require it; a
+    build host may lack it, and from 0.25.0 the start-up then refuses VLLM_USE_V2_MODEL_RUNNER=1:
+    "Model Runner V2 requires Triton"). Returns the modules whose ``HAS_TRITON`` was set."""
+    import sys
+
+    changed = [m for name, m in list(sys.modules.items()) if name.startswith("vllm.") and m is not None
+               and m.__dict__.get("HAS_TRITON") is False]
+    for module in changed:
+        module.HAS_TRITON = True
+    return changed
+
+
+def _runner(config):
+    """The model runner the release picks for this configuration: ``VllmConfig.use_v2_model_runner``
+    (from 0.22.0: the variable, else its architectures, the features v2 lacks, a draft method only v2
+    runs), read with Triton present, as on the GPU host (vLLM's CUDA wheels require it; a build host
+    may lack it, and the release would then pick v1 for that reason alone). Before the property, the
+    variable decides alone (``envs.VLLM_USE_V2_MODEL_RUNNER``). Empty where neither exists."""
+    from vllm import envs
+
+    prop = getattr(type(config), "use_v2_model_runner", None)
+    if isinstance(prop, property):
+        triton = _with_triton()
+        try:
+            v2 = bool(config.use_v2_model_runner)
+        except Exception as exc:  # the release refuses the combination (0.25+: _validate_v2_model_runner)
+            return {"runner_error": plain(f"{type(exc).__name__}: {exc}")}
+        finally:
+            for module in triton:
+                module.HAS_TRITON = False
+        return {"runner": "v2" if v2 else "v1", "runner_by": "VllmConfig.use_v2_model_runner"}
+    try:
+        value = envs.VLLM_USE_V2_MODEL_RUNNER
+    except AttributeError:
+        return {}
+    return {"runner": "v2" if value else "v1", "runner_by": "VLLM_USE_V2_MODEL_RUNNER"}
 
 
 def _said(error):
