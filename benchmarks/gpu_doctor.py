@@ -146,11 +146,14 @@ def engine_run(row: dict, limit: int) -> dict:
     except subprocess.TimeoutExpired as exc:
         text, rc = (exc.stdout or b"").decode(errors="replace") + (exc.stderr or b"").decode(errors="replace"), 124
     outcome = next((json.loads(ln.split(" ", 1)[1]) for ln in text.splitlines() if ln.startswith("OUTCOME ")), None)
-    if outcome is None:  # the engine's own words first: the worker's error, not the front end's "see above"
-        errors = [ln.strip() for ln in text.splitlines() if ("Error" in ln or "error:" in ln)
-                  and "Engine core initialization failed" not in ln]
-        errors = [e for i, e in enumerate(errors) if e not in errors[:i]][-4:]
+    # the engine's own words first: the worker's error, not the front end's "see above"
+    errors = [ln.strip() for ln in text.splitlines() if ("Error" in ln or "error:" in ln)
+              and "Engine core initialization failed" not in ln and not ln.startswith("OUTCOME ")]
+    errors = [e for i, e in enumerate(errors) if e not in errors[:i]][-4:]
+    if outcome is None:
         outcome = {"stage": "start-up or load" if rc != 124 else "timeout", "error": " | ".join(errors)[-600:]}
+    elif outcome.get("stage") != "ran" and errors:
+        outcome["worker_error"] = " | ".join(errors)[-600:]
     for ln in text.splitlines():
         if ln.startswith("WEIGHTS "):
             outcome["weights"] = json.loads(ln.split(" ", 1)[1])
