@@ -291,3 +291,40 @@ def test_new_sibling_module_with_a_function_we_edit_is_flagged():
                      "sglang/srt/models/llama_eagle3.py defines load_weights(), which this variant edits there; "
                      "it may need the same change"]
     assert new_upstream_code.sibling_modules(v1, wheels.tree("sglang", "0.5.10"), wheels.tree("sglang", "0.5.11")) == []
+
+
+@pytest.mark.wheels
+def test_a_release_a_family_is_flagged_on_is_never_listed(tmp_path):
+    """Issue 55's path around the scope check: with the patch set cut before vLLM 0.34.0 and D9's
+    scope signature of 0.34.0 itself taken out (what an honest cut knows), sm120-allreduce-fusion is
+    flagged there (its scope moved); listing 0.34.0 in releases.txt beside another family's result
+    would declare D9 (open range, >=0.27.0) as tested there, and 'apply' would write it without the
+    scope check. Broken by: write() adding the release whatever a family's state."""
+    from patcher.core import scope
+    from patcher.core.release_files import Files
+    from patcher.maintainer import leave_out, port, wheels
+
+    tree = wheels.tree("vllm", "0.34.0")
+    files = Files(engines.find("vllm", site=tree))
+    root = leave_out.cut(manifest.PATCHES, "vllm", "0.34.0", tmp_path / "patches")
+    families = {f.name: f for f in manifest.load_all(root, ("vllm",))}
+    gate = families["sm120-allreduce-fusion"]
+    assert gate.scope is not None
+    own = {rel: list(reads) for rel, reads in scope.signature(gate.scope, files).items()}
+    lock = root / "vllm" / "sm120-allreduce-fusion" / "scope.json"
+    locked = json.loads(lock.read_text())
+    lock.write_text(json.dumps({vid: [sig for sig in sigs if sig != own] for vid, sigs in locked.items()}))
+    keys = families["eagle3-config-aux-ids"]
+    held = port.Outcome(keys.id, "held", "a family a person finished", variant="E8",
+                        manifest=(keys.folder / "patch.toml").read_text())
+    out = tmp_path / "out"
+    port.write(port.Request("vllm", "0.34.0", root=root, site=tree, out=out), [held], files)
+    assert (out / "eagle3-config-aux-ids" / "patch.toml").is_file()  # the finished family is written...
+    assert not (out / "releases.txt").is_file()  # ...and the release is not listed
+    assert any("vllm/sm120-allreduce-fusion's variant D9 has a range that holds it" in r for r in held.report), \
+        held.report
+    # With 0.34.0's own signature kept (the patch set as shipped), nothing blocks the listing.
+    lock.write_text(json.dumps(locked))
+    held.report.clear()
+    port.write(port.Request("vllm", "0.34.0", root=root, site=tree, out=out), [held], files)
+    assert "0.34.0" in (out / "releases.txt").read_text().split(), held.report

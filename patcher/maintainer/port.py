@@ -329,19 +329,25 @@ def _run(req: Request) -> list[Outcome]:
     files = Files(install)
     outcomes = [port_family(req, f, tree, files) for f in _select(req)]
     if req.out is not None:
-        write(req, outcomes)
+        write(req, outcomes, files)
     return outcomes
 
 
-def write(req: Request, outcomes: list[Outcome]) -> None:
-    """The proven and held results as they would be committed (flagged ones are not written)."""
+def write(req: Request, outcomes: list[Outcome], files: Files) -> None:
+    """The proven and held results as they would be committed (flagged ones are not written).
+
+    ``releases.txt`` gains the release only where that declares nothing untested (``undeclarable``);
+    otherwise the outcomes say what a person does first."""
     good = [o for o in outcomes if o.exit == 0 and o.manifest]
     if not good or req.out is None:
         return
     req.out.mkdir(parents=True, exist_ok=True)
     releases = req.out / "releases.txt"
     src = releases if releases.is_file() else req.root / req.engine / "releases.txt"
-    text = manifest_edit.add_release(src.read_text(), req.version)
+    blocking = undeclarable(req.root, req.engine, req.version, files, {o.family for o in good})
+    for o in good:
+        o.report += [f"releases.txt does not list {req.version}: {why}" for why in blocking]
+    text = src.read_text() if blocking else manifest_edit.add_release(src.read_text(), req.version)
     for o in good:
         folder = req.out / o.family.split("/", 1)[1]
         folder.mkdir(parents=True, exist_ok=True)
@@ -350,7 +356,29 @@ def write(req: Request, outcomes: list[Outcome]) -> None:
         _write(folder / "patch.toml", o.manifest)
         if o.scope_json:
             _write(folder / "scope.json", o.scope_json)
+    if blocking and not releases.is_file():
+        return  # nothing to list: the shipped releases.txt stands
     _write(releases, text)
+
+
+def undeclarable(root: Path, engine: str, version: str, files: Files, written: set[str]) -> list[str]:
+    """Why listing ``version`` in releases.txt would declare a variant nothing proved there: a family
+    (any of the engine's, whichever this port selected, except those it writes now) whose variant's
+    range holds the release while the release's files leave it ``unknown`` otherwise than by a
+    pre-image that fits byte for byte (its scope moved, several entries fit, none does). A listed
+    release is declared, and 'apply' writes a declared variant as tested, without the scope check
+    (issue 55: D9's open range and vLLM 0.34.0)."""
+    out = []
+    for family in manifest.load_all(root, (engine,)):
+        covering = [v.id for v in family.variants if contains(v.versions, Version(version))]
+        if not covering or family.id in written:
+            continue
+        st = undeclared(family, files, Version(version))
+        if st.state is State.UNKNOWN and "pre-image byte for byte" not in st.detail:
+            out.append(f"{family.id}'s variant {covering[0]} has a range that holds it, and its files leave the "
+                       f"family unknown ({st.detail[:200]}); close {covering[0]}'s range below {version} or "
+                       "write the variant that fits, then add the release")
+    return out
 
 
 def _write(path: Path, text: str) -> None:
