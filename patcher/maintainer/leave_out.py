@@ -2,9 +2,11 @@
 
 For a release R: the patch set is cut back to what was known before R (releases.txt without R and
 later; every entry whose range starts at R or later removed, its id taken out of probes' ``when``
-and ``mutation_sample``), with no other edit. Then R's published files are judged as ``verify``
-judges a release no entry declares, and ``port`` runs on them; both are compared, family by
-family, with what ships for R:
+and ``mutation_sample``; each ``scope.json`` recomputed from the releases before R, so no
+signature of R or later is left; ``published.json`` without the hashes of R and later), with no
+other edit (issue 55: a cut that keeps what only R taught proves nothing about the next release).
+Then R's published files are judged as ``verify`` judges a release no entry declares, and
+``port`` runs on them; both are compared, family by family, with what ships for R:
 
 - right: the same state; a pre-image offered for --allow-untested, or a proven port, whose
   post-image is byte for byte the shipped variant's;
@@ -19,6 +21,7 @@ no release, every release where an entry begins (``boundaries``, read from the m
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import sys
@@ -33,7 +36,7 @@ from patcher.core import manifest, matrix, plan
 from patcher.core.plan import State
 from patcher.core.release_files import Files
 from patcher.environment import engines
-from patcher.maintainer import manifest_edit, port, wheels
+from patcher.maintainer import manifest_edit, port, scope_lock, wheels
 
 
 @dataclass
@@ -75,11 +78,25 @@ def cut(root: Path, engine: str, version: str, dest: Path) -> Path:
             kept[0].lines = [f"mutation_sample = {json.dumps([v for v in sample if v not in gone])}\n"
                              if ln.startswith("mutation_sample") else ln for ln in kept[0].lines]
         toml.write_text("".join("".join(b.lines) for b in kept))
-        lock = toml.parent / "scope.json"  # one entry per variant: the cut variants' go too
+        lock = toml.parent / "scope.json"  # one entry per variant (so that it loads): recomputed below
         if lock.is_file():
-            lock.write_text(json.dumps({k: v for k, v in json.loads(lock.read_text()).items() if k not in gone},
-                                       indent=1) + "\n")
+            lock.write_text(json.dumps({k: v for k, v in json.loads(lock.read_text()).items() if k not in gone}))
+    before = [r for r in matrix.releases(engine, dest) if Version(r) < v]
+    for family in manifest.load_all(dest, (engine,)):
+        if family.scope is not None:  # the signatures of the releases before the cut, and only theirs
+            lock = Path(family.folder) / "scope.json"
+            lock.write_text(json.dumps(scope_lock.signatures(family, before, _files), indent=1) + "\n")
+    published = dest / engine / "published.json"  # the hashes of the releases before the cut
+    if published.is_file():
+        published.write_text(json.dumps({r: h for r, h in json.loads(published.read_text()).items()
+                                         if Version(r) < v}, indent=1, sort_keys=True) + "\n")
     return dest
+
+
+@functools.cache
+def _files(engine: str, version: str) -> Files:
+    """A release's published files, read once per process: every cut reads the releases before it."""
+    return Files(engines.find(engine, site=wheels.tree(engine, version)))
 
 
 def boundaries(engine: str, root: Path = manifest.PATCHES) -> list[str]:
@@ -108,14 +125,25 @@ def _shipped(st: plan.Status) -> str:
     return f"patch {st.variant}" if st.state is State.PENDING else st.state.value
 
 
-def judge(engine: str, version: str, root: Path = manifest.PATCHES, run_port: bool = True) -> list[Row]:
+def cut_point(engine: str, version: str, back: int = 1, root: Path = manifest.PATCHES) -> str:
+    """Where the knowledge ends when ``version`` is judged ``back`` releases on: ``version`` itself
+    (leave one out), or the covered release ``back - 1`` places before it (leave two out: the
+    release before it is not known either)."""
+    releases = matrix.releases(engine, root)
+    at = releases.index(version)
+    return releases[max(at - (back - 1), 1)]
+
+
+def judge(engine: str, version: str, root: Path = manifest.PATCHES, run_port: bool = True,
+          back: int = 1) -> list[Row]:
+    """Every family of ``version`` judged with the patch set cut at ``cut_point(version, back)``."""
     tree = wheels.tree(engine, version)
     install = engines.find(engine, site=tree)
     files = Files(install)
     shipped = {st.family.name: st for st in plan.assess(install, manifest.load_all(root, (engine,)), {})}
     rows = []
     with tempfile.TemporaryDirectory(prefix="kimi-leave-out-") as tmp:
-        cut_root = cut(root, engine, version, Path(tmp) / "patches")
+        cut_root = cut(root, engine, cut_point(engine, version, back, root), Path(tmp) / "patches")
         fams = manifest.load_all(cut_root, (engine,))
         outcomes = {o.family: o for o in port.run(port.Request(engine, version, root=cut_root, probes=False))} \
             if run_port else {}
@@ -160,11 +188,12 @@ def _row(fam: manifest.Family, st: plan.Status, want: plan.Status, o: port.Outco
     return Row(fam.name, shipped, judged, ported, verdict, why)
 
 
-def table(engine: str, versions: list[str], root: Path = manifest.PATCHES, run_port: bool = True) -> str:
+def table(engine: str, versions: list[str], root: Path = manifest.PATCHES, run_port: bool = True,
+          back: int = 1) -> str:
     lines = ["| release | family | ships | judged with the release left out | port | verdict |",
              "|---|---|---|---|---|---|"]
     for version in versions:
-        for r in judge(engine, version, root, run_port):
+        for r in judge(engine, version, root, run_port, back):
             lines.append(f"| {engine} {version} | {r.family} | {r.shipped} | {r.judged} | {r.ported} | {r.verdict} |")
     return "\n".join(lines)
 
@@ -174,8 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("engine", choices=manifest.ENGINES)
     ap.add_argument("versions", nargs="*", help="default: every release where an entry begins (boundaries)")
     ap.add_argument("--no-port", action="store_true", help="judge only; skip port")
+    ap.add_argument("--back", type=int, default=1, choices=(1, 2),
+                    help="2: the release before each is left out too (judged two releases on)")
     args = ap.parse_args(argv)
-    print(table(args.engine, args.versions or boundaries(args.engine), run_port=not args.no_port))
+    print(table(args.engine, args.versions or boundaries(args.engine), run_port=not args.no_port, back=args.back))
     return 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from packaging.version import Version
@@ -24,15 +25,18 @@ from patcher.environment import engines
 from patcher.maintainer import wheels
 
 
-def signatures(family: Family, releases: list[str] | None = None) -> dict[str, list[dict]]:
-    """{variant id: the distinct signatures of the covered releases it declares, oldest first}."""
+def signatures(family: Family, releases: list[str] | None = None,
+               files_of: Callable[[str, str], Files] | None = None) -> dict[str, list[dict]]:
+    """{variant id: the distinct signatures of the covered releases it declares, oldest first}.
+    ``files_of(engine, version)``: the release's files (a reader that keeps them, for many calls)."""
     assert family.scope is not None
     out: dict[str, list[dict]] = {v.id: [] for v in family.variants}
     for version in releases if releases is not None else matrix.releases(family.engine):
         entry = family.classify(Version(version))
         if not isinstance(entry, Variant):
             continue
-        files = Files(engines.find(family.engine, site=wheels.tree(family.engine, version)))
+        files = (files_of(family.engine, version) if files_of is not None else
+                 Files(engines.find(family.engine, site=wheels.tree(family.engine, version))))
         sig = {rel: list(toks) for rel, toks in scope.signature(family.scope, files).items()}
         if sig not in out[entry.id]:
             out[entry.id].append(sig)
