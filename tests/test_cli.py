@@ -869,3 +869,16 @@ def test_a_flag_value_out_of_range_says_what_the_flag_takes() -> None:
     assert main(["verify", "--probe-timeout", "0"], out=io.StringIO(), err=err) == 2
     assert err.getvalue().splitlines()[1:3] == ["  wanted: --probe-timeout SECONDS, a number above 0",
                                                 "  found:  --probe-timeout 0"]
+
+
+def test_port_and_list_help_say_what_they_do(capsys):
+    """Issue 58: 'port --help' had no description and no exit codes; 'list --help' described --debug
+    by the probes, which list never runs."""
+    assert main(["port", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "three-way merge" in text and "flagged for a person" in text
+    codes = text.split("exit codes: ")[1]
+    assert codes.startswith("0 ") and "1 a family needs a person" in codes and "2 usage error" in codes
+    assert main(["list", "--help"]) == 0
+    debug = " ".join(capsys.readouterr().out.split()).split("--debug ")[-1]
+    assert debug.startswith("tracebacks on errors (default: off)") and "probes" not in debug.split("(default")[0]

@@ -48,6 +48,11 @@ EXITS = {  # docs/reference.md's "Exit codes", per command
     "revert": "exit codes:\n0    nothing of ours is left in the selected families\n"
               "1    a family is still ours: a conflict (a file edited after apply is left as it is;\n"
               f"     the report names it and the pip reinstall that restores it)\n{_ENV}",
+    "port": "exit codes:\n0    every selected family holds on the release or was carried and proven\n"
+            "1    a family needs a person (flagged: what upstream changed is in the report);\n"
+            "     nothing of it is written, and releases.txt does not list the release while a\n"
+            "     family's range holds it there\n"
+            "2    usage error, or the release cannot be fetched from the package index",
 }
 PORT_EXTRA = ("merge3",)  # pyproject's [port] extra: only 'patcher port' imports it
 EXIT_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a tool killed by SIGPIPE
@@ -89,8 +94,9 @@ def _selection_flags(p: argparse.ArgumentParser, what: str) -> None:
                         "--only and --skip is an error")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout (default: text)")
     p.add_argument("--debug", action="store_true",
-                   help="tracebacks on errors, and how the probes ran: children forked from one interpreter "
-                        "that preloaded torch & co, or one fresh interpreter each, and why (default: off)")
+                   help="tracebacks on errors (default: off)" if what == "list" else
+                   "tracebacks on errors, and how the probes ran: children forked from one interpreter "
+                   "that preloaded torch & co, or one fresh interpreter each, and why (default: off)")
     p.add_argument("--patches", type=Path, default=manifest.PATCHES, help=argparse.SUPPRESS)
 
 
@@ -137,7 +143,13 @@ def _parser() -> argparse.ArgumentParser:
     from patcher.cli import doctor_cli
 
     doctor_cli.add_parser(sub)
-    port = sub.add_parser("port", help="maintainers: carry the patch set to a release no variant covers, proven")
+    port = sub.add_parser("port", help="maintainers: carry the patch set to a release no variant covers, proven",
+                          description="Maintainers: for a release no variant covers, say per family whether "
+                          "what ships still holds by content, or carry the nearest variant there with a "
+                          "three-way merge and prove it on the release's published files (apply, verify, "
+                          "revert, probes); a family whose upstream code changed is flagged for a person. "
+                          "Needs the [port] extra (merge3) and the package index.",
+                          epilog=EXITS["port"], formatter_class=argparse.RawDescriptionHelpFormatter)
     port.add_argument("--engine", choices=engine_specs.NAMES, required=True, help="whose patch set (required)")
     port.add_argument("--to", metavar="VERSION", help="the release to carry the patch set to")
     port.add_argument("--newer", action="store_true", help="every release on the index that releases.txt lacks")
