@@ -25,6 +25,9 @@ drafter's config, the target class's setter run on a ``bare_target``); then it c
 ``run(build, load, share, capture)``. One answer, the marker, then JSON.
 
 Standard library and torch only: it runs inside the engine's environment.
+
+Over 300 lines: it is sent whole, with the engine's script, as one program to the engine's
+interpreter, which has no patcher to import the parts from.
 """
 
 import json
