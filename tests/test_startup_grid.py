@@ -14,6 +14,7 @@ method it resolved where it accepts.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -91,7 +92,8 @@ def test_doctor_refuses_exactly_what_vllm_s_start_up_refuses(tmp_path: Path, ver
         eagle3 = json.dumps({"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 3})
         lines += [parse([*([f"VLLM_USE_V2_MODEL_RUNNER={t['runner_env']}"] if t["runner_env"] else []),
                          "vllm", "serve", str(target), "-tp", "4", "--speculative-config", eagle3]) for t in runners]
-        read = release_parser.read_many(lines, install, environ={"VLLM_USE_V2_MODEL_RUNNER": None})
+        unset = {k: v for k, v in os.environ.items() if k != "VLLM_USE_V2_MODEL_RUNNER"}  # as the oracle starts
+        read = release_parser.read_many(lines, install, environ=unset)
     read, picked = read[:len(truth)], read[len(truth):]
     # The runner doctor judges is the one the release's start-up picks for the launch's environment.
     built = [(t, reading.startup or {}) for t, (_, reading) in zip(runners, picked) if t["status"] == "configured"]

@@ -157,7 +157,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     gpu = gpu if gpu is not None else gpus.major()
     stage(f"reading the line with {release.label()}'s own parser and start-up configuration (the first time "
           "for a line, it imports the engine)")
-    cmd, reading = release_parser.read(cmd, install, gpu, {name: env.get(name) for name in variables})
+    cmd, reading = release_parser.read(cmd, install, gpu, env)
     launch.append(reading_checks.reading_finding(reading, release))
     launch += reading_checks.startup_findings(reading, release)
     if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs

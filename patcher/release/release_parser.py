@@ -40,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,18 +74,18 @@ class Reading:
 
 
 def read(cmd: LaunchCommand, install: Install, gpu: str | None = None,
-         environ: dict[str, str | None] | None = None) -> tuple[LaunchCommand, Reading]:
+         environ: dict[str, str] | None = None) -> tuple[LaunchCommand, Reading]:
     """The command as the release reads it (its options rewritten in their canonical spellings,
     the values the release's parser gave), and how it was read. ``gpu``: the compute capability
     major of the GPUs the server runs on, where known, for start-up code that asks the device.
-    ``environ``: the value the server starts with of each variable the release reads (None: unset):
-    its start-up code sees those, whatever this process's environment holds; without it, this
-    process's environment with the command's assignments."""
+    ``environ``: the environment the server starts with (doctor's, with the command's assignments):
+    the child, which inherits this process's, is sent where the engine's variables differ from it;
+    None: this process's environment."""
     return read_many([cmd], install, gpu, environ)[0]
 
 
 def read_many(cmds: list[LaunchCommand], install: Install, gpu: str | None = None,
-              environ: dict[str, str | None] | None = None) -> list[tuple[LaunchCommand, Reading]]:
+              environ: dict[str, str] | None = None) -> list[tuple[LaunchCommand, Reading]]:
     """``read`` for several lines of one engine: the ones not cached share one interpreter."""
     python = install.python or sys.executable
     where = (python, "" if install.python else str(install.site))
@@ -97,7 +97,7 @@ def read_many(cmds: list[LaunchCommand], install: Install, gpu: str | None = Non
         cached = [True] * len(cmds)
     else:
         reqs = [_request(cmd, gpu, environ) for cmd in cmds]
-        keys = [_key(cmd.engine, req, install, python) for cmd, req in zip(cmds, reqs)]
+        keys = [_key(cmd.engine, req, install, python, environ) for cmd, req in zip(cmds, reqs)]
         for i, key in enumerate(keys):
             answers[i] = _valid(kept.load(CACHE / f"{key}.json"))
             cached[i] = answers[i] is not None
@@ -166,9 +166,20 @@ def server_argv(cmd: LaunchCommand) -> list[str]:  # as written, ``vllm serve``'
     return [cmd.model_tag, *cmd.argv] if cmd.model_tag is not None else list(cmd.argv)
 
 
-def _request(cmd: LaunchCommand, gpu: str | None = None, environ: dict[str, str | None] | None = None) -> dict:
+def _engine_env(engine: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The engine's own variables (``VLLM_*``, ``SGLANG_*``) in an environment."""
+    prefix = engine.upper() + "_"
+    return {k: v for k, v in environ.items() if k.startswith(prefix)}
+
+
+def _request(cmd: LaunchCommand, gpu: str | None = None, environ: Mapping[str, str] | None = None) -> dict:
     req: dict = {"argv": server_argv(cmd), "entry": "module" if cmd.entry.startswith("-m ") else "serve"}
-    env = {**(environ or {}), **cmd.env}  # the command's own assignments: start-up code reads them too
+    env: dict[str, str | None] = {}
+    if environ is not None:  # where the server's environment differs from ours, which the child inherits
+        want, ours = _engine_env(cmd.engine, environ), _engine_env(cmd.engine, os.environ)
+        env.update({k: v for k, v in want.items() if ours.get(k) != v})
+        env.update({k: None for k in ours if k not in want})  # None: the server starts without it
+    env.update(cmd.env)  # the command's own assignments: start-up code reads them (SGLANG_*, VLLM_*)
     if env:
         req["env"] = {k: env[k] for k in sorted(env)}
     if gpu is not None:
@@ -295,10 +306,12 @@ def _script(child: str) -> str:
     return (here / "parser_child_common.py").read_text() + "\n" + (here / child).read_text()
 
 
-def _key(engine: str, req: dict, install: Install, python: str) -> str:
+def _key(engine: str, req: dict, install: Install, python: str, environ: Mapping[str, str] | None = None) -> str:
     """The release's files as installed, the interpreter, the request, the working directory, the
-    child that answers (a changed child asks anew) and any --config file's bytes."""
-    h = hashlib.sha256(json.dumps([python, str(install.site), req, os.getcwd()]).encode())
+    engine's variables the start-up sees, the child that answers (a changed child asks anew) and
+    any --config file's bytes."""
+    seen = _engine_env(engine, os.environ if environ is None else environ)
+    h = hashlib.sha256(json.dumps([python, str(install.site), req, os.getcwd(), sorted(seen.items())]).encode())
     child = engine_specs.spec(engine).launch.parser_child
     h.update(_script(child).encode() if child else b"\0no child")
     h.update(kept.files_digest(install.site, list(install.record), install.package).encode())
