@@ -240,10 +240,10 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
                         "the release picks it by the target's architecture, and the target's config was not read; "
                         "each runner's capture follows", hint="pass --target with the target's local folder"))
     for runner in runners:
-        now = _as_asked(facts.capture(release, runner, top, in_eagle, arch, n, layer_ids),
-                        (asked or {}).get(runner), release)
+        answer = (asked or {}).get(runner)
+        now = _as_asked(facts.capture(release, runner, top, in_eagle, arch, n, layer_ids), answer, release)
         later = facts.capture(applied, runner, top, in_eagle, arch, n, layer_ids)
-        if now is not None and now.why.startswith(ASKED) and later is not None and \
+        if isinstance(answer, tuple) and now is not None and later is not None and \
                 release.families == applied.families:
             later = now  # nothing to apply: the release as it stands is the release once patched
         if now is None:
