@@ -794,3 +794,69 @@ def test_vllm_method_eagle_with_an_hf_eagle3_drafter_as_the_release_runs_it(tmp_
     assert "which it does not register: the server stops at start-up" in f["flags.algorithm"]["message"]
     assert f["aux.capture"]["level"] == "problem" and "nothing is captured" in f["aux.capture"]["message"]
     assert f["config.format"]["level"] == "hint"
+
+
+# --- a rule is a verdict only on a release whose files proved it ------------------------------
+# The tables above are proven on every release in releases.txt; on any other release what they
+# say is an extrapolation: `unknown` with the rule's word, never `ok` (issue 52: "a rule of ours
+# only where nothing can run, and then unknown").
+
+RULED = ("target.architecture", "config.format", "aux.capture", "config.rope")
+
+
+def _next_release(engine: str) -> str:
+    newest = Version(matrix.releases(engine)[-1])
+    return f"{newest.major}.{newest.minor}.{newest.micro + 1}"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_rule_is_a_verdict_only_on_a_release_it_is_proven_on(tmp_path: Path, engine: str) -> None:
+    drafter = make_drafter(tmp_path, config=eagle3_config(aux=[2, 30, 58]), prefix="midlayer.")
+    target = k2_target(tmp_path)
+    said = {}
+    for version in (matrix.releases(engine)[-1], _next_release(engine)):
+        out = cli("drafter", "check", str(drafter), "--target", str(target), "--engine", engine,
+                  "--engine-version", version, "--json")[1]
+        said[version] = findings(out)
+    covered, beyond = said.values()
+    assert [covered[c]["level"] for c in RULED] == ["ok"] * len(RULED)
+    for code in RULED:
+        f = beyond[code]
+        assert f["level"] == "unknown", (code, f)
+        assert "own code was not asked" in f["message"], f
+    for code in ("target.architecture", "config.format", "config.rope"):  # the rule's word is kept
+        assert f"{engine} {_next_release(engine)} is not one of the releases patcher's rules are proven on" \
+            in beyond[code]["message"]
+        assert beyond[code]["message"].endswith(covered[code]["message"].replace(
+            matrix.releases(engine)[-1], _next_release(engine)))
+    assert beyond["fc.shape"]["level"] == "ok"  # the checkpoint's own facts need no rule
+
+
+def test_every_release_in_releases_txt_is_proven_and_no_other() -> None:
+    for engine in ("vllm", "sglang"):
+        listed = matrix.releases(engine)
+        assert all(from_version(engine, Version(v)).proven for v in listed)
+        assert not from_version(engine, Version(_next_release(engine))).proven
+        assert not from_version(engine, None).proven
+    between = Version("0.5.9.post9")  # inside the window, never published
+    assert str(between) not in matrix.releases("sglang") and not from_version("sglang", between).proven
+
+
+def test_the_release_s_own_capture_is_a_verdict_where_no_rule_is_proven(tmp_path: Path) -> None:
+    """Where the engine imported and answered (the loader child's capture), no rule is needed: the
+    answer stays ok on a release past releases.txt; the same call without the answer is unknown."""
+    from patcher.drafter.configs import parse_drafter_config, parse_target_config
+    from patcher.drafter.release_checks import check_aux_capture
+
+    folder = make_drafter(tmp_path, config=eagle3_config(aux=[2, 30, 58]), prefix="midlayer.")
+    drafter = parse_drafter_config(json.loads((folder / "config.json").read_text()), folder)
+    target_folder = k2_target(tmp_path)
+    target = parse_target_config(json.loads((target_folder / "config.json").read_text()), target_folder)
+    newest = from_version("vllm", Version(matrix.releases("vllm")[-1]))
+    beyond = replace(newest, version=Version(_next_release("vllm")))  # its files as the newest's
+    (runner,) = facts.runners(beyond)
+    asked = check_aux_capture(drafter, target, beyond, asked={runner: (2, 30, 58)})
+    ruled = check_aux_capture(drafter, target, beyond)
+    assert [(f.code, f.level) for f in asked] == [("aux.capture", "ok")]
+    assert [(f.code, f.level) for f in ruled] == [("aux.capture", "unknown")]
+    assert [f.level for f in check_aux_capture(drafter, target, newest)] == ["ok"]

@@ -173,6 +173,9 @@ class Family:
     mutation_sample: tuple[str, ...] = ()
     newest: Version | None = None  # newest release in releases.txt: beyond it, content decides
     oldest: Version | None = None  # oldest release in releases.txt: below it, only refusals by content
+    # every release in releases.txt: the releases whose published files the wheel tests read, so the
+    # ones a rule of ours (patcher/drafter/facts.py) is proven on
+    covered: tuple[Version, ...] = ()
     drafter_facts: tuple[DrafterFact, ...] = ()
     scope: Scope | None = None
     # [launch] meets: the conditions under which a launch is changed by this family (patcher.launch.meets);
@@ -274,13 +277,13 @@ class _Fields:
             raise ManifestError(f"{self.where}: unknown field '{extra[0]}'", hint="see patches/README.md")
 
 
-def _covered(engine_dir: Path) -> tuple[Version | None, Version | None]:
-    """Oldest and newest release in releases.txt (None, None without one)."""
+def _covered(engine_dir: Path) -> tuple[Version, ...]:
+    """Every release in releases.txt, oldest first (none without one)."""
     path = engine_dir / "releases.txt"
     if not path.is_file():
-        return None, None
-    versions = [Version(ln.strip()) for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-    return min(versions, default=None), max(versions, default=None)
+        return ()
+    return tuple(sorted(Version(ln.strip()) for ln in path.read_text().splitlines()
+                        if ln.strip() and not ln.startswith("#")))
 
 
 def _one_line(text: str) -> str:
@@ -374,7 +377,7 @@ def load(folder: Path) -> Family:
             raise ManifestError(f"{f.where}: field 'path' = {fact.path!r}", wanted="'speculators' or 'config'")
         facts.append(fact)
         f.done()
-    oldest, newest = _covered(folder.parent)
+    covered = _covered(folder.parent)
     scope = _scope(folder, where, top.get("scope", dict, None), ids)
     launch = top.get("launch", dict, None)
     meets = None
@@ -385,7 +388,8 @@ def load(folder: Path) -> Family:
     family = Family(engine, name, folder, top.get("title", str), top.get("why", str),
                     top.strings("refs", []), top.get("default", bool, True), tuple(variants),
                     tuple(upstream), tuple(refused), tuple(requires), tuple(probes),
-                    top.strings("mutation_sample", ()), newest=newest, oldest=oldest, drafter_facts=tuple(facts),
+                    top.strings("mutation_sample", ()), newest=max(covered, default=None),
+                    oldest=min(covered, default=None), covered=covered, drafter_facts=tuple(facts),
                     scope=scope, meets=meets)
     top.done()
     stray = [s for s in family.mutation_sample if s not in ids]

@@ -33,6 +33,7 @@ from patcher.drafter.release_checks import (
     check_switches,
     check_target_class,
     check_use_aux,
+    unproven,
 )
 from patcher.drafter.shape_checks import check_attention, check_context, check_dtype, check_vocab, n_or_unset, shape_of
 from patcher.findings import HINT, Finding, hint, ok, problem
@@ -51,15 +52,17 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
     launch line, the engine module's minimal EAGLE-3 line is used. ``env``: the launch's environment
     (doctor's): the runner it selects is the one whose capture is judged; ``runner``: that runner
     where doctor decided it for the whole launch (the release's start-up configuration's answer)."""
+    # What a release does is a rule of ours (facts) except where its own code was asked (the loader
+    # child: keys and capture); a rule is said as a verdict only on a release it is proven on.
     findings = check_setup(release, drafter) if release is not None else []
-    findings += check_target_class(release, target) if release is not None else []
-    findings += _check_config_format(drafter, release)
+    findings += unproven(release, check_target_class(release, target) if release is not None else [])
+    findings += unproven(release, _check_config_format(drafter, release))
     findings += check_aux_ids(drafter, target)
     answer = ask_loader(ckpt, release, launch_argv, target_folder)
     findings += check_aux_capture(drafter, target, release, env, asked=answer.capture, selected=runner)
-    findings += check_switches(list(ckpt.tensors), drafter, release)
-    findings += check_rope(drafter, release)
-    findings += shape_checks.check_mlp(ckpt, drafter, release)
+    findings += unproven(release, check_switches(list(ckpt.tensors), drafter, release))
+    findings += unproven(release, check_rope(drafter, release))
+    findings += unproven(release, shape_checks.check_mlp(ckpt, drafter, release))
     findings += check_load(answer, ckpt, release)
     if answer.status == "unavailable":  # the name rules, said as what to expect, never as a verdict
         findings += [_expected(f) for f in _check_decoder_keys(ckpt, release) + _check_unknown_keys(ckpt, release)

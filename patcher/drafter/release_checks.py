@@ -17,7 +17,7 @@ from patcher import engine_specs
 from patcher.core.plan import State
 from patcher.drafter import eagle31, facts, rope
 from patcher.drafter.configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
-from patcher.findings import Finding, hint, ok, problem, unknown
+from patcher.findings import HINT, UNKNOWN, Finding, hint, ok, problem, unknown
 from patcher.release.release import Release
 
 # Families that do not change how a drafter runs: reported as hints, never as problems.
@@ -59,6 +59,22 @@ def check_setup(release: Release, drafter: DrafterConfig | None = None) -> list[
         out.append(level(code, f"{fam.family.id} is {fam.state} on {release.label()}: {fam.detail}",
                          wanted="applied or upstream (what 'patcher verify' accepts)", found=fam.state, hint=todo))
     return out
+
+
+def unproven(release: Release | None, findings: list[Finding]) -> list[Finding]:
+    """A rule's findings as they may be said on ``release``: as they are where the wheel tests prove
+    the rule on its published files (``Release.proven``); elsewhere ``unknown``, the rule's word kept
+    as what to expect. Hints stay hints: they decide nothing."""
+    if release is None or release.version is None or release.proven:
+        return findings
+    why = release.unproven_why()
+    return [f if f.level in (HINT, UNKNOWN) else
+            replace(f, level=UNKNOWN, message=f"{why}, and its own code was not asked; the rule says: {f.message}",
+                    found=f.found or "a rule's word, not the release's",
+                    hint=f.hint if f.level != "ok" and f.hint else
+                    "run the check where the engine imports (--python or --site of its environment), "
+                    "or use a release listed in VERSIONS.md")
+            for f in findings]
 
 
 def _registry_finding(code: str, what: str, arch: str, release: Release) -> Finding:
@@ -247,7 +263,14 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
                 release.families == applied.families:
             later = now  # nothing to apply: the release as it stands is the release once patched
         if now is None:
+            if runner == default and _capture_family_unknown(release, arch):
+                out.append(unknown("aux.capture", f"which target layers {release.label()} captures for this drafter "
+                                   "cannot be told: its aux-capture family is unknown there and its own code was not "
+                                   "asked", found=f"{facts.reading(release).capture_family[0]}: unknown",
+                                   hint="run the check where the engine imports (--python or --site of its "
+                                        "environment), or use a release listed in VERSIONS.md"))
             continue
+        ruled = unproven if not isinstance(answer, tuple) else (lambda _r, fs: fs)
         who = release.label()
         if runner == default and len(runners) > 1:
             other = next(r for r in runners if r != default)
@@ -265,15 +288,20 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
         good, good_later = _matches(now, want), _matches(later, want)
         code = "aux.capture" if runner == default else f"aux.capture.{runner}"
         if good is None or good or want is None:
-            out.append(ok(code, message))
+            out += ruled(release, [ok(code, message)])
             continue
         trained_text = f"; the drafter was trained on {_ids_text(want, n)}"
         found = (f"the load stops ({now.stops})" if now.stops else "nothing" if now.nothing else
                  f"eager {now.eager}, graph {now.graph or '(default, N unknown)'}")
         level = problem if runner == default else hint
-        out.append(level(code, message + trained_text, wanted=f"capture {want} in both modes", found=found,
-                         hint=_capture_hint(release, d, want, n, good_later)))
+        out += ruled(release, [level(code, message + trained_text, wanted=f"capture {want} in both modes",
+                                     found=found, hint=_capture_hint(release, d, want, n, good_later))])
     return out
+
+
+def _capture_family_unknown(release: Release, arch: str | None) -> bool:
+    family, targets = facts.reading(release).capture_family
+    return (arch is None or arch in targets) and release.state(family) is State.UNKNOWN
 
 
 def _capture_hint(release: Release, d: DrafterConfig, want: list[int], n: int | None,

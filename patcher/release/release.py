@@ -68,6 +68,20 @@ class Release(Ask):
     def __post_init__(self) -> None:
         object.__setattr__(self, "spec", engine_specs.spec(self.name))
 
+    @property
+    def proven(self) -> bool:
+        """Whether the release is one whose published files the wheel tests read (releases.txt):
+        only there is a rule of ours about it (``patcher.drafter.facts``) a proven fact. Elsewhere a
+        rule is an extrapolation, and what it says is ``unknown``."""
+        return self.version is not None and any(self.version in f.family.covered for f in self.families)
+
+    def unproven_why(self) -> str:
+        """Why a rule says nothing certain here, for an ``unknown`` finding's ``found`` line."""
+        covered = sorted({v for f in self.families for v in f.family.covered})
+        span = f"{covered[0]} to {covered[-1]}" if covered else "none"
+        return (f"{self.label()} is not one of the releases patcher's rules are proven on "
+                f"(those in VERSIONS.md: {span})")
+
 
 def located_by(python: str | None, site: Path | None) -> str:
     """How the user named the environment, for the commands a hint prints ("" : this one's)."""
