@@ -218,8 +218,9 @@ def test_conflict_names_the_line_that_differs(tmp_path, new, shown):
     assert code == 1 and out.splitlines()[1:] == [
         "  NO   vllm/eagle3-target-whitelist: conflict: files are neither published nor ours: "
         f"vllm/config/speculative.py: hunk 1/1 does not apply (line 694); wanted {shown} (file line {line})",
-        "       hint: someone edited them; reinstall the engine (pip install --force-reinstall --no-deps) and "
-        "apply again", BOOKKEEPING.format(site),
+        "       hint: someone edited them; put the published files back (python -m pip install --force-reinstall "
+        f"--no-deps vllm==0.16.0, run with the python whose site-packages is {site}) and apply again",
+        BOOKKEEPING.format(site),
         "exit 1: vllm/eagle3-target-whitelist is in conflict"]
 
 

@@ -200,7 +200,9 @@ def test_a_declared_upstream_release_without_the_fix_is_a_conflict(tmp_path, fil
     st = _toy(tmp_path, files, "2.0")
     assert (st.state, st.variant) == (State.CONFLICT, None)
     assert st.detail == f"2.0 should carry the upstream fix (toy/toy#2) but {failed}"
-    assert st.hint == "reinstall the engine; if it persists, file an issue"
+    assert st.hint == ("put the published files back (python -m pip install --force-reinstall --no-deps "
+                       f"toyengine==2.0, run with the python whose site-packages is {tmp_path / 'site'}); "
+                       "if it persists, file an issue")
 
 
 def test_a_refusal_whose_evidence_fails_still_refuses_and_says_so(tmp_path):
@@ -242,7 +244,9 @@ def test_an_older_release_is_not_refused_by_a_refusal_without_evidence(tmp_path)
 
 OTHER = "toyengine/other.py"
 TWO_FILES = {"v1.diff": V1["v1.diff"] + diff(OTHER, ["x = 1"], ["x = 2"])}
-REINSTALL = "reinstall the engine (pip install --force-reinstall --no-deps) and apply again"
+# {site}: the test's site-packages; the hint names this environment's pip, never a bare 'pip'
+REINSTALL = ("put the published files back (python -m pip install --force-reinstall --no-deps toyengine==1.0, run "
+             "with the python whose site-packages is {site}) and apply again")
 
 
 def _record(variant="v1", version="1.0", files=None):
@@ -284,7 +288,7 @@ def test_every_state_of_a_declared_release_in_words(tmp_path, files, records, st
         State.PENDING: FileState.PRISTINE, State.LOST: FileState.PRISTINE, State.APPLIED: FileState.APPLIED,
         State.CONFLICT: FileState.NEITHER}[state]
     assert st.detail == detail
-    assert st.hint == hint
+    assert st.hint == hint.format(site=tmp_path / "site")
     assert (st.warnings, st.edited, st.probes) == ([], [], [])
 
 

@@ -234,8 +234,8 @@ def test_torn_backup_is_refused_by_its_hash(venv, tmp_path, monkeypatch):
     assert code == 2
     assert out["error"]["what"] == "cannot roll back toyengine/core.py: its backup is missing or damaged"
     assert out["error"]["found"] == str(txn)  # mutmut: found / hint dropped
-    assert out["error"]["hint"] == f"reinstall {toy.ENGINE} with pip --force-reinstall --no-deps, then delete that " \
-                                   "folder"
+    assert out["error"]["hint"] == f"put the published files back ({python} -m pip install --force-reinstall " \
+                                   f"--no-deps {toy.ENGINE}==1.0), then delete that folder"
     assert core.read_text() == toy.PATCHED  # not replaced by the torn backup
     assert backup.read_bytes() == toy.MODULE_V1.encode()[:20]  # evidence kept for the user
 

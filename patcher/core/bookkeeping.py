@@ -157,6 +157,6 @@ def parse_journal(raw: bytes, where: Path, install: Install) -> Journal:
         txn = where.parent
         raise WriteError(f"cannot roll back an interrupted run: {where} is not a journal patcher wrote",
                          wanted=JOURNAL_SHAPE, found=str(exc),
-                         hint=f"nothing was restored; reinstall {install.engine} with pip --force-reinstall "
-                              f"--no-deps, then delete {txn}") from None
+                         hint=f"nothing was restored; put the published files back ({install.restore_command()}), "
+                              f"then delete {txn}") from None
     return Journal(tuple(entries), bool(doc["state_before"]))

@@ -109,11 +109,11 @@ def _from_files(family: Family, variant: Variant, files: Files, record: dict | N
         return Status(family, State.CONFLICT, f"files hold variant {record['variant']} as an earlier patcher "
                       f"release wrote it on {record['version']} (the state file's hashes match), and this "
                       f"patcher's variant {variant.id} differs from that diff: {first}", variant.id,
-                      hint="our diff changed since; reinstall the engine (pip install --force-reinstall --no-deps) "
-                           "and apply again", files=states)
+                      hint=f"our diff changed since; put the published files back "
+                           f"({files.install.restore_command(sorted(states))}) and apply again", files=states)
     return Status(family, State.CONFLICT, f"files are neither published nor ours: {first}", variant.id,
-                  hint="someone edited them; reinstall the engine (pip install --force-reinstall --no-deps) "
-                       "and apply again", files=states)
+                  hint=f"someone edited them; put the published files back "
+                       f"({files.install.restore_command(sorted(states))}) and apply again", files=states)
 
 
 def _written_by_us(record: dict, files: Files) -> bool:
@@ -255,7 +255,9 @@ def assess(install: Install, families: tuple[Family, ...], records: dict[str, di
             failed = evidence_fails(files, entry)
             if failed:
                 st = Status(family, State.CONFLICT, f"{install.version} should carry the upstream fix "
-                            f"({entry.ref}) but {failed}", hint="reinstall the engine; if it persists, file an issue")
+                            f"({entry.ref}) but {failed}",
+                            hint=f"put the published files back ({install.restore_command()}); "
+                                 "if it persists, file an issue")
             else:
                 st = Status(family, State.UPSTREAM, f"fixed upstream {_since(entry)}",
                             upstream_id=entry.id)

@@ -261,8 +261,8 @@ def _rollback_plan(install: Install) -> tuple[Any, list[tuple[Path, Path, str]]]
             backup = txn / e.backup
             if backup.is_symlink() or not backup.is_file() or sha256_record(backup.read_bytes()) != e.old:
                 raise WriteError(f"cannot roll back {e.rel}: its backup is missing or damaged",
-                                 found=str(txn), hint=f"reinstall {install.engine} with pip "
-                                 "--force-reinstall --no-deps, then delete that folder")
+                                 found=str(txn), hint=f"put the published files back "
+                                 f"({install.restore_command()}), then delete that folder")
             renames.append((backup, target, e.rel))
     return meta, renames
 

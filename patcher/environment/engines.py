@@ -27,8 +27,8 @@ from patcher.errors import EngineError, NotInstalled
 RECORD_TRUTH = "the wheel's RECORD"
 # uv's --link-mode=symlink leaves every installed file a symlink into its cache (a write would
 # edit the cache, and every venv sharing it); copies are what pip and uv's default make.
-_REINSTALL = ("reinstall the engine as copies: 'uv pip install --link-mode=copy --reinstall-package ENGINE ...' "
-              "(uv's symlink mode), or 'pip install --force-reinstall --no-deps ENGINE==VERSION'")
+_REINSTALL = "reinstall the engine as copies: 'uv pip install --link-mode=copy --reinstall-package {dist}' " \
+             "(uv's symlink mode), or {restore}"
 
 
 def sha256_record(data: bytes) -> str:
@@ -58,6 +58,24 @@ class Install:
         if not self.package:
             object.__setattr__(self, "package", self.engine)
 
+    def restore_command(self, rels: list[str] | tuple[str, ...] = ()) -> str:
+        """The command that puts the published files back, pasteable as it is: the checkout's own git
+        for an editable install (the files named), else this environment's own pip (a bare 'pip' may
+        be another environment's)."""
+        if self.truth != RECORD_TRUTH:  # an editable checkout: a wheel installed over it is not the way
+            if rels:
+                return f"git -C {self.site} checkout -- {' '.join(rels)}"
+            return (f"git -C {self.site} status lists the changed files; "
+                    f"git -C {self.site} checkout -- <path> restores one")
+        distribution = engine_specs.names(self.engine)[0]
+        command = f"-m pip install --force-reinstall --no-deps {distribution}=={self.version}"
+        if self.python:
+            return f"{self.python} {command}"
+        return f"python {command}, run with the python whose site-packages is {self.site}"
+
+    def _reinstall(self) -> str:
+        return _REINSTALL.format(dist=engine_specs.names(self.engine)[0], restore=self.restore_command())
+
     def path(self, rel: str) -> Path:
         """Absolute path of an engine file, refusing anything that is not one of its installed files.
 
@@ -73,13 +91,13 @@ class Install:
         real = Path(os.path.realpath(p))
         if not _inside(real, root):
             raise EngineError(f"{rel} leads outside site-packages", wanted=str(self.site), found=str(real),
-                              hint=f"we never read or write through symlinks; {_REINSTALL}")
+                              hint=f"we never read or write through symlinks; {self._reinstall()}")
         if p.is_symlink():
             raise EngineError(f"{rel} is a symlink", wanted="a regular file", found=f"symlink to {real}",
-                              hint=f"we never write through symlinks; {_REINSTALL}")
+                              hint=f"we never write through symlinks; {self._reinstall()}")
         if real != root / rel:
             raise EngineError(f"{rel} passes through a symlinked directory", wanted=str(root / rel),
-                              found=str(real), hint=f"we never write through symlinks; {_REINSTALL}")
+                              found=str(real), hint=f"we never write through symlinks; {self._reinstall()}")
         return p
 
     def read(self, rel: str) -> bytes | None:

@@ -119,20 +119,15 @@ def _unproven_checkout(install: Install, todo: list[Status]) -> None:
                 s.state = State.CONFLICT
                 s.detail = (f"{fp.path} is not as {install.engine} {install.version} published it: {install.truth}; "
                             "nothing of a checkout is written unless it is proven")
-                s.hint = "check the checkout out at the release's tag (git checkout -- FILE), then apply"
+                s.hint = (f"restore it from the checkout's own history ({install.restore_command([fp.path])}), "
+                          "then apply")
                 break
 
 
 def _restore(install: Install, rels: list[str]) -> str:
-    """The command that puts the published files back, pasteable as it is: the checkout's own git for
-    an editable install (the files named), else the environment's own pip (a bare 'pip' may be
-    another environment's)."""
-    if install.truth != engines.RECORD_TRUTH:  # an editable checkout: a wheel installed over it is not the way
-        return f"restore it from the checkout's own history (git -C {install.site} checkout -- {' '.join(rels)})"
-    command = f"-m pip install --force-reinstall --no-deps {install.engine}=={install.version}"
-    if install.python:
-        return f"{install.python} {command}"
-    return f"python {command}, run with the python whose site-packages is {install.site}"
+    if install.truth != engines.RECORD_TRUTH:
+        return f"restore it from the checkout's own history ({install.restore_command(rels)})"
+    return install.restore_command(rels)
 
 
 def _edited(install: Install, statuses: list[Status]) -> None:
