@@ -189,9 +189,10 @@ def test_ports_into_one_out_folder_build_on_each_other(tmp_path):
     written = (out / "sm120-allreduce-fusion" / "patch.toml").read_text()
     assert 'id = "v15"' in written and 'versions = ">=0.5.98"' in written and 'id = "v16"' not in written
     # the new variant's scope signature is written beside it (patches/README.md, [scope])
-    assert sorted(p.name for p in (out / "sm120-allreduce-fusion").iterdir()) == ["patch.toml", "scope.json",
-                                                                                  "v15.diff"]
+    assert sorted(p.name for p in (out / "sm120-allreduce-fusion").iterdir()) == [
+        "derived-scope.json", "patch.toml", "scope.json", "v15.diff"]
     assert "v15" in json.loads((out / "sm120-allreduce-fusion" / "scope.json").read_text())
+    assert "v15" in json.loads((out / "sm120-allreduce-fusion" / "derived-scope.json").read_text())
     assert {"0.5.98", "0.5.99"} <= set((out / "releases.txt").read_text().split())
 
 

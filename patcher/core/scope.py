@@ -1,5 +1,9 @@
 """A family's scope in a release: where its behaviour lives, read from the release's files.
 
+Two readings, and a release must match on both: the scope derived from each variant's hunks by a
+rule (``derived_scope``, every family), and the hand-written ``[scope]`` below, which may add
+strings a reader knows to matter and never replaces the rule.
+
 A variant's hunks can still match a release that changed what the family is about outside
 them: a new EAGLE-3 drafter class the family must also guard, an auto-enable that now reaches
 the gate we widen, a switch the release now reads and our variant refuses (issue 41). So each
@@ -13,6 +17,8 @@ variant was proven on, and the family is ``unknown``, left for a person.
 
 from __future__ import annotations
 
+from patcher.core import derived_scope, hunks
+from patcher.core.derived_scope import differences
 from patcher.core.manifest import Family, Scope
 from patcher.core.release_files import Files
 
@@ -34,27 +40,22 @@ def signature(scope: Scope, files: Files) -> Signature:
     return out
 
 
-def moved(family: Family, variant_id: str, files: Files) -> str | None:
+def moved(family: Family, variant_id: str, files: Files,
+          carried: tuple[hunks.FilePatch, ...] | None = None) -> str | None:
     """How the release's scope differs from every release ``variant_id`` was proven on (the
-    nearest of them, in words); None: one of them (or the family states no scope)."""
-    scope = family.scope
-    if scope is None:
-        return None
-    found = signature(scope, files)
-    proven = scope.signatures.get(variant_id, ())
-    if found in proven:
-        return None
-    said = min((_differences(want, found) for want in proven), key=len, default=["no release was read"])
-    return f"{'; '.join(said)} ({scope.what})"
-
-
-def _differences(want: Signature, found: Signature) -> list[str]:
-    said = [f"{rel} is new in scope" for rel in sorted(set(found) - set(want))]
-    said += [f"{rel} left the scope" for rel in sorted(set(want) - set(found))]
-    for rel in sorted(set(want) & set(found)):
-        new, gone = set(found[rel]) - set(want[rel]), set(want[rel]) - set(found[rel])
-        if new:
-            said.append(f"{rel} now holds {', '.join(sorted(new))}")
-        if gone:
-            said.append(f"{rel} no longer holds {', '.join(sorted(gone))}")
-    return said
+    nearest of them, in words): the scope derived from the variant's own hunks
+    (``derived_scope``), and the family's hand-written ``[scope]`` where it has one, which adds to
+    the rule and never replaces it; None: both are as on one of those releases. ``carried``: port's
+    new variant carried from ``variant_id``, whose hunks fit these files where the source's may not."""
+    said = []
+    derived = derived_scope.moved(family, variant_id, files, carried)
+    if derived is not None:
+        said.append(f"{'; '.join(derived)} (what variant {variant_id}'s hunks touch, read, or copy)")
+    hand = family.scope
+    if hand is not None:
+        found = signature(hand, files)
+        proven = hand.signatures.get(variant_id, ())
+        if found not in proven:
+            diff = min((differences(want, found) for want in proven), key=len, default=["no release was read"])
+            said.append(f"{'; '.join(diff)} ({hand.what})")
+    return "; ".join(said) or None

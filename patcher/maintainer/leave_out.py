@@ -32,7 +32,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from patcher.core import manifest, matrix, plan
+from patcher.core import derived_scope, manifest, matrix, plan
 from patcher.core.plan import State
 from patcher.core.release_files import Files
 from patcher.environment import engines
@@ -82,8 +82,10 @@ def cut(root: Path, engine: str, version: str, dest: Path) -> Path:
         if lock.is_file():
             lock.write_text(json.dumps({k: v for k, v in json.loads(lock.read_text()).items() if k not in gone}))
     before = [r for r in matrix.releases(engine, dest) if Version(r) < v]
-    for family in manifest.load_all(dest, (engine,)):
-        if family.scope is not None:  # the signatures of the releases before the cut, and only theirs
+    for family in manifest.load_all(dest, (engine,)):  # the signatures of the releases before the cut, only theirs
+        lock = Path(family.folder) / derived_scope.LOCK
+        lock.write_text(json.dumps(scope_lock.derived(family, before, _files, _derived), indent=1) + "\n")
+        if family.scope is not None:
             lock = Path(family.folder) / "scope.json"
             lock.write_text(json.dumps(scope_lock.signatures(family, before, _files), indent=1) + "\n")
     published = dest / engine / "published.json"  # the hashes of the releases before the cut
@@ -97,6 +99,18 @@ def cut(root: Path, engine: str, version: str, dest: Path) -> Path:
 def _files(engine: str, version: str) -> Files:
     """A release's published files, read once per process: every cut reads the releases before it."""
     return Files(engines.find(engine, site=wheels.tree(engine, version)))
+
+
+_DERIVED: dict[tuple[str, str, str, str], derived_scope.Signature] = {}
+
+
+def _derived(family: manifest.Family, variant_id: str, files: Files) -> derived_scope.Signature:
+    """A variant's derived scope on a release, computed once per process: it depends only on the
+    variant's diff and the release's files, and every cut before the release asks it again."""
+    key = (family.engine, family.name, variant_id, str(files.install.version))
+    if key not in _DERIVED:
+        _DERIVED[key] = derived_scope.signature(family, variant_id, files)
+    return _DERIVED[key]
 
 
 def boundaries(engine: str, root: Path = manifest.PATCHES) -> list[str]:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from patcher.core import hunks, manifest, matrix, scope
+from patcher.core import derived_scope, hunks, manifest, matrix, scope
 from patcher.core.manifest import Family, Upstream, Variant, contains
 from patcher.core.plan import State, undeclared
 from patcher.core.release_files import Files, evidence_fails
@@ -53,6 +53,7 @@ class Outcome:
     files: dict[str, str] = field(default_factory=dict)  # merged post-image per target file
     moved: dict[str, str] = field(default_factory=dict)  # target files upstream moved: old -> new path
     scope_json: str = ""  # the family's scope.json with the new variant's signature (families with a scope)
+    derived_json: str = ""  # the family's derived-scope.json with the new variant's derived signature
 
     @property
     def exit(self) -> int:
@@ -270,7 +271,8 @@ def _candidate(req: Request, family: Family, source: Variant, base: str, base_tr
     out.report += new_upstream_code.already_upstream(ours, tree)
     out.report += new_upstream_code.inserted_inside(ours, base_tree, tree)
     files = Files(engines.find(family.engine, site=tree))
-    outside = scope.moved(family, source.id, files)
+    new_patches = hunks.parse(out.diff, f"{out.variant}.diff")
+    outside = scope.moved(family, source.id, files, new_patches)
     if outside is not None:  # a place in scope the carried hunks never saw: a person writes it
         out.report.append(f"the family's scope moved since {source.id}: {outside}")
     if family.scope is not None:
@@ -278,6 +280,10 @@ def _candidate(req: Request, family: Family, source: Variant, base: str, base_tr
                       for vid, sigs in family.scope.signatures.items()}
         signatures[out.variant] = [{rel: list(t) for rel, t in scope.signature(family.scope, files).items()}]
         out.scope_json = json.dumps(signatures, indent=1) + "\n"
+    locks = {vid: [{rel: list(t) for rel, t in sig.items()} for sig in sigs]
+             for vid, sigs in (derived_scope.recorded(family) or {}).items()}
+    locks[out.variant] = [{rel: list(t) for rel, t in derived_scope.signature_of(new_patches, files).items()}]
+    out.derived_json = json.dumps(locks, indent=1) + "\n"
     releases_txt = manifest_edit.add_release((req.root / req.engine / "releases.txt").read_text(), req.version)
     out.manifest = manifest_edit.add_variant((family.folder / "patch.toml").read_text(), source.id, out.variant,
                                              req.version, releases, _modules(out.moved))
@@ -286,6 +292,7 @@ def _candidate(req: Request, family: Family, source: Variant, base: str, base_tr
                                    out.diff, releases_txt, Path(tmp))
         if out.scope_json:
             (scratch / req.engine / family.name / "scope.json").write_text(out.scope_json)
+        (scratch / req.engine / family.name / derived_scope.LOCK).write_text(out.derived_json)
         fam = manifest.load(scratch / req.engine / family.name)  # the new manifest obeys the rules
         out.versions_md = matrix.cell(fam, req.version)
         ok, out.proofs = port_proof.run(req.engine, req.version, family.id, scratch, req.root, tree, set(derived),
@@ -356,6 +363,8 @@ def write(req: Request, outcomes: list[Outcome], files: Files) -> None:
         _write(folder / "patch.toml", o.manifest)
         if o.scope_json:
             _write(folder / "scope.json", o.scope_json)
+        if o.derived_json:
+            _write(folder / derived_scope.LOCK, o.derived_json)
     if blocking and not releases.is_file():
         return  # nothing to list: the shipped releases.txt stands
     _write(releases, text)

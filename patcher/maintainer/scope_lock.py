@@ -1,5 +1,7 @@
-"""Write each family's scope.json from the published wheels: the signature of its ``[scope]``
-(``patcher.core.scope``) on the files of every covered release each variant declares.
+"""Write each family's scope locks from the published wheels: ``derived-scope.json``, the scope
+derived from each variant's hunks (``patcher.core.derived_scope``), for every family, and
+``scope.json``, the signature of a hand-written ``[scope]`` (``patcher.core.scope``), on the files
+of every covered release each variant declares.
 
 Each variant keeps the distinct signatures of the releases it was proven on (a new reader in the
 middle of a range that the variant already handles, e.g. vLLM 0.34.0's, is one more proven
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from patcher.core import manifest, matrix, scope
+from patcher.core import derived_scope, manifest, matrix, scope
 from patcher.core.manifest import Family, Variant, tomllib
 from patcher.core.release_files import Files
 from patcher.environment import engines
@@ -43,6 +45,25 @@ def signatures(family: Family, releases: list[str] | None = None,
     return out
 
 
+def derived(family: Family, releases: list[str] | None = None,
+            files_of: Callable[[str, str], Files] | None = None,
+            signature_of: Callable[[Family, str, Files], derived_scope.Signature] = derived_scope.signature,
+            ) -> dict[str, list[dict]]:
+    """{variant id: the distinct derived-scope signatures (``derived_scope``) of the covered releases
+    it declares, oldest first}. ``signature_of``: a reader that keeps signatures, for many calls."""
+    out: dict[str, list[dict]] = {v.id: [] for v in family.variants}
+    for version in releases if releases is not None else matrix.releases(family.engine):
+        entry = family.classify(Version(version))
+        if not isinstance(entry, Variant):
+            continue
+        files = (files_of(family.engine, version) if files_of is not None else
+                 Files(engines.find(family.engine, site=wheels.tree(family.engine, version))))
+        sig = {rel: list(toks) for rel, toks in signature_of(family, entry.id, files).items()}
+        if sig not in out[entry.id]:
+            out[entry.id].append(sig)
+    return out
+
+
 def _bootstrap(root: Path) -> None:
     """A family given a [scope] has no scope.json yet: an empty one, so that the manifest loads."""
     for toml in sorted(root.glob("*/*/patch.toml")):
@@ -62,17 +83,21 @@ def main(argv: list[str] | None = None) -> int:
         _bootstrap(manifest.PATCHES)
     bad = 0
     for fam in manifest.load_all(manifest.PATCHES, tuple(args.engine or manifest.ENGINES)):
-        if fam.scope is None or (args.family and args.family not in (fam.name, fam.id)):
+        if args.family and args.family not in (fam.name, fam.id):
             continue
-        text = json.dumps(signatures(fam), indent=1) + "\n"
-        path = Path(fam.folder) / "scope.json"
-        if args.check:
-            if path.read_text() != text:
-                print(f"{fam.id}: scope.json differs from the wheels", file=sys.stderr)
-                bad += 1
-        else:
-            path.write_text(text)
-            print(f"{fam.id}: scope.json written ({len(fam.variants)} variants)")
+        locks = {derived_scope.LOCK: derived(fam)}
+        if fam.scope is not None:
+            locks["scope.json"] = signatures(fam)
+        for name, doc in locks.items():
+            text = json.dumps(doc, indent=1) + "\n"
+            path = Path(fam.folder) / name
+            if args.check:
+                if not path.is_file() or path.read_text() != text:
+                    print(f"{fam.id}: {name} differs from the wheels", file=sys.stderr)
+                    bad += 1
+            else:
+                path.write_text(text)
+                print(f"{fam.id}: {name} written ({len(fam.variants)} variants)")
     return 1 if bad else 0
 
 
