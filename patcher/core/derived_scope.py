@@ -155,12 +155,11 @@ class _Reading:
         self.out.setdefault(rel, set()).add(token)
 
 
-def _touched(reading: _Reading, fp: hunks.FilePatch, lines: hunks.Text, used: set[str]) -> None:
+def _touched(reading: _Reading, fp: hunks.FilePatch, lines: hunks.Text, used: set[str], package: Package) -> None:
     """The definitions the hunks sit in, and every definition of the same file that uses a name our
     added lines read, each by what it does with that name: what our lines depend on, as it is here."""
-    try:
-        tree = ast.parse(hunks.join(lines))
-    except (SyntaxError, ValueError):
+    tree, defs = package.parsed(fp.path, hunks.join(lines))
+    if tree is None:
         reading.add(fp.path, "does not parse")
         return
     lower = 0
@@ -183,8 +182,6 @@ def _touched(reading: _Reading, fp: hunks.FilePatch, lines: hunks.Text, used: se
                 reading.exported |= bound
             else:  # a class whose method we change: what beside it uses the class
                 reading.names |= bound
-    defs = [(f"{c.name}.{d.name}" if c is not None else d.name, d, _names_in(d))
-            for c, d in _definitions(tree)] if used else []
     for name in sorted(used):
         users = [(q, d) for q, d, seen in defs if name in seen]
         for q, d in users:
@@ -210,14 +207,46 @@ def _definitions(tree: ast.Module) -> list[tuple[ast.ClassDef | None, _Def]]:
     return out
 
 
-def signature(family: Family, variant_id: str, files: Files) -> Signature:
+class Package:
+    """A release's installed bytes as the rule reads them: each file read once while this object
+    lives (one per release when many families are read on it, as scope_lock does); ``keep=False``
+    reads through, for a one-off reading that should hold nothing."""
+
+    def __init__(self, files: Files, keep: bool = True) -> None:
+        self.files, self._keep = files, keep
+        self._bytes: dict[str, bytes | None] = {}
+        self._trees: dict[str, tuple[ast.Module | None, list[tuple[str, _Def, set[str]]]]] = {}
+
+    def parsed(self, rel: str, text: str) -> tuple[ast.Module | None, list[tuple[str, _Def, set[str]]]]:
+        """The file's syntax tree (None: it does not parse) and its definitions with the names each
+        uses: the costly part of a reading, shared by the families that patch one file."""
+        if rel not in self._trees:
+            try:
+                tree: ast.Module | None = ast.parse(text)
+            except (SyntaxError, ValueError):
+                tree = None
+            defs = [(f"{c.name}.{d.name}" if c is not None else d.name, d, _names_in(d))
+                    for c, d in _definitions(tree)] if tree is not None else []
+            self._trees[rel] = (tree, defs)
+        return self._trees[rel]
+
+    def read(self, rel: str) -> bytes | None:
+        if not self._keep:
+            return self.files.install.read(rel)
+        if rel not in self._bytes:
+            self._bytes[rel] = self.files.install.read(rel)
+        return self._bytes[rel]
+
+
+def signature(family: Family, variant_id: str, files: Files, package: Package | None = None) -> Signature:
     """The variant's derived scope on these files ({file: tokens}); the variant's hunks must fit
     them as they are (pristine), as on every release it is declared on or fits."""
-    return signature_of(family.patches[variant_id], files)
+    return signature_of(family.patches[variant_id], files, package)
 
 
-def signature_of(patches: tuple[hunks.FilePatch, ...], files: Files) -> Signature:
+def signature_of(patches: tuple[hunks.FilePatch, ...], files: Files, package: Package | None = None) -> Signature:
     """``signature`` of a variant's parsed diffs (port: one not in the manifest yet)."""
+    package = package or Package(files, keep=False)
     reading = _Reading()
     added = _added(patches)
     idents = {n for ln in added for n in _IDENT.findall(_STRING.sub("", ln))}
@@ -230,32 +259,33 @@ def signature_of(patches: tuple[hunks.FilePatch, ...], files: Files) -> Signatur
             reading.add(fp.path, "absent")
             continue
         pristine = set(_IDENT.findall(hunks.join(lines)))
-        _touched(reading, fp, lines, {n for n in idents & pristine if len(n) >= 6 and "_" in n.strip("_")})
+        _touched(reading, fp, lines, {n for n in idents & pristine if len(n) >= 6 and "_" in n.strip("_")}, package)
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(reading.names))) + r")\b") if reading.names else None
     holders: dict[str, set[str]] = {}
     for rel in _neighbours(files, reading.folders):
-        data = files.install.read(rel)
+        data = package.read(rel)
         if data is None:
             continue
         text = decode(data)
-        if pattern is not None:
+        if pattern is not None and any(n in text for n in reading.names):  # the regex only where it can hit
             for n in set(pattern.findall(text)):
                 reading.add(rel, f"names {n}")
         for key in keys:
             if f'"{key}"' in text or f"'{key}'" in text:
                 reading.add(rel, f"reads {key!r}")
-        for line in {t.strip() for t in text.splitlines()} & reading.copies:
-            holders.setdefault(line, set()).add(rel)
+        for line in (c for c in reading.copies if c in text):  # a substring first, then a whole line
+            if any(t.strip() == line for t in text.splitlines() if line in t):
+                holders.setdefault(line, set()).add(rel)
     for line, rels in holders.items():
         if len(rels) <= _PATTERN_FILES:  # boilerplate (a loader loop every model has) is no pattern
             for rel in rels:
                 reading.add(rel, f"holds {line!r}")
     if switches or reading.exported:
-        _package_wide(reading, files, switches)
+        _package_wide(reading, package, switches)
     return {rel: tuple(sorted(tokens)) for rel, tokens in sorted(reading.out.items()) if tokens}
 
 
-def _package_wide(reading: _Reading, files: Files, switches: set[str]) -> None:
+def _package_wide(reading: _Reading, package: Package, switches: set[str]) -> None:
     """Every file of the package that reads a module-level name our hunks change, and every place
     that turns on a switch our added lines read, with the conditions it does so under (hashed): a
     new reader of the table we widen, a new auto-enable that can reach the gate we widen."""
@@ -265,8 +295,8 @@ def _package_wide(reading: _Reading, files: Files, switches: set[str]) -> None:
         if reading.exported else None
     wanted = [n.encode() for n in switches | reading.exported]
     relay: set[str] = set()  # the definitions that read them: what reads those is a reader too
-    for rel in sorted(r for r in files.install.record if r.endswith(".py")):
-        data = files.install.read(rel)
+    for rel in sorted(r for r in package.files.install.record if r.endswith(".py")):
+        data = package.read(rel)
         if data is None or not any(w in data for w in wanted):
             continue
         text = decode(data)
@@ -286,8 +316,8 @@ def _package_wide(reading: _Reading, files: Files, switches: set[str]) -> None:
     if relay:  # one hop further: who calls the function that reads what we change
         pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(relay))) + r")\b")
         wanted = [n.encode() for n in relay]
-        for rel in sorted(r for r in files.install.record if r.endswith(".py")):
-            data = files.install.read(rel)
+        for rel in sorted(r for r in package.files.install.record if r.endswith(".py")):
+            data = package.read(rel)
             if data is not None and any(w in data for w in wanted):
                 for n in set(pattern.findall(decode(data))):
                     reading.add(rel, f"names {n}")

@@ -82,7 +82,13 @@ def cut(root: Path, engine: str, version: str, dest: Path) -> Path:
         if lock.is_file():
             lock.write_text(json.dumps({k: v for k, v in json.loads(lock.read_text()).items() if k not in gone}))
     before = [r for r in matrix.releases(engine, dest) if Version(r) < v]
-    for family in manifest.load_all(dest, (engine,)):  # the signatures of the releases before the cut, only theirs
+    cut_families = manifest.load_all(dest, (engine,))
+    missing = [r for r in before if any(isinstance(e := f.classify(Version(r)), manifest.Variant) and
+                                        (engine, f.name, e.id, r) not in _DERIVED for f in cut_families)]
+    if missing:  # read each release once for every family (scope_lock.derived_all), kept for later cuts
+        scope_lock.derived_all(list(cut_families), {engine: missing}, _files,
+                               lambda f, vid, r, sig: _DERIVED.setdefault((f.engine, f.name, vid, r), sig))
+    for family in cut_families:  # the signatures of the releases before the cut, only theirs
         lock = Path(family.folder) / derived_scope.LOCK
         lock.write_text(json.dumps(scope_lock.derived(family, before, _files, _derived), indent=1) + "\n")
         if family.scope is not None:
@@ -107,7 +113,7 @@ _DERIVED: dict[tuple[str, str, str, str], derived_scope.Signature] = {}
 def _derived(family: manifest.Family, variant_id: str, files: Files) -> derived_scope.Signature:
     """A variant's derived scope on a release, computed once per process: it depends only on the
     variant's diff and the release's files, and every cut before the release asks it again."""
-    key = (family.engine, family.name, variant_id, str(files.install.version))
+    key = (family.engine, family.name, variant_id, str(files.install.version))  # as releases.txt spells it
     if key not in _DERIVED:
         _DERIVED[key] = derived_scope.signature(family, variant_id, files)
     return _DERIVED[key]

@@ -64,6 +64,35 @@ def derived(family: Family, releases: list[str] | None = None,
     return out
 
 
+def derived_all(families: list[Family], releases: dict[str, list[str]] | None = None,
+                files_of: Callable[[str, str], Files] | None = None,
+                keep: Callable[[Family, str, str, derived_scope.Signature], object] | None = None,
+                ) -> dict[str, dict[str, list[dict]]]:
+    """``derived`` for many families at once, release by release: each release's files are read
+    once for all of them (``derived_scope.Package``), not once per family. {family id: lock}.
+    ``releases``: per engine (default: releases.txt); ``keep(family, variant, version, signature)``
+    sees each signature computed (leave_out keeps them for its later cuts)."""
+    out: dict[str, dict[str, list[dict]]] = {f.id: {v.id: [] for v in f.variants} for f in families}
+    for engine in sorted({f.engine for f in families}):
+        fams = [f for f in families if f.engine == engine]
+        versions = releases.get(engine, []) if releases is not None else matrix.releases(engine)
+        for version in versions:
+            todo = [(f, e) for f in fams if isinstance(e := f.classify(Version(version)), Variant)]
+            if not todo:
+                continue
+            files = files_of(engine, version) if files_of is not None else \
+                Files(engines.find(engine, site=wheels.tree(engine, version)))
+            package = derived_scope.Package(files)
+            for fam, entry in todo:
+                signature = derived_scope.signature(fam, entry.id, files, package)
+                if keep is not None:
+                    keep(fam, entry.id, version, signature)
+                sig = {rel: list(toks) for rel, toks in signature.items()}
+                if sig not in out[fam.id][entry.id]:
+                    out[fam.id][entry.id].append(sig)
+    return out
+
+
 def _bootstrap(root: Path) -> None:
     """A family given a [scope] has no scope.json yet: an empty one, so that the manifest loads."""
     for toml in sorted(root.glob("*/*/patch.toml")):
@@ -82,10 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.check:
         _bootstrap(manifest.PATCHES)
     bad = 0
-    for fam in manifest.load_all(manifest.PATCHES, tuple(args.engine or manifest.ENGINES)):
-        if args.family and args.family not in (fam.name, fam.id):
-            continue
-        locks = {derived_scope.LOCK: derived(fam)}
+    fams = [f for f in manifest.load_all(manifest.PATCHES, tuple(args.engine or manifest.ENGINES))
+            if not args.family or args.family in (f.name, f.id)]
+    all_derived = derived_all(fams)
+    for fam in fams:
+        locks = {derived_scope.LOCK: all_derived[fam.id]}
         if fam.scope is not None:
             locks["scope.json"] = signatures(fam)
         for name, doc in locks.items():
