@@ -311,7 +311,7 @@ def _package_wide(reading: _Reading, package: Package, switches: set[str]) -> No
         for i, ln in enumerate(lines):
             m = setter.search(ln)
             if m:
-                reading.add(rel, f"sets {m.group(1)} under {_digest(chr(10).join(_guards(lines, i)))}")
+                reading.add(rel, f"sets {m.group(1)} under {_digest(chr(10).join(guards(lines, i)))}")
     relay = {n for n in relay if len(n) >= _RELAY_MIN}
     if relay:  # one hop further: who calls the function that reads what we change
         pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(relay))) + r")\b")
@@ -334,7 +334,7 @@ def _readers_of(text: str, names: set[str]) -> set[str]:
     return {d.name for _, d in _definitions(tree) if _names_in(d) & names and not d.name.startswith("__")}
 
 
-def _guards(lines: list[str], i: int) -> list[str]:
+def guards(lines: list[str], i: int) -> tuple[str, ...]:
     """The if/elif conditions enclosing line ``i``, innermost first, up to its def."""
     out, indent = [], len(lines[i]) - len(lines[i].lstrip())
     for ln in reversed(lines[:i]):
@@ -346,7 +346,7 @@ def _guards(lines: list[str], i: int) -> list[str]:
             out.append(stripped)
         if stripped.startswith(("def ", "class ")):
             break
-    return out
+    return tuple(out)
 
 
 def _shown(tokens: tuple[str, ...]) -> str:

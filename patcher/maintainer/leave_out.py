@@ -82,15 +82,10 @@ def cut(root: Path, engine: str, version: str, dest: Path) -> Path:
         if lock.is_file():
             lock.write_text(json.dumps({k: v for k, v in json.loads(lock.read_text()).items() if k not in gone}))
     before = [r for r in matrix.releases(engine, dest) if Version(r) < v]
-    cut_families = manifest.load_all(dest, (engine,))
-    missing = [r for r in before if any(isinstance(e := f.classify(Version(r)), manifest.Variant) and
-                                        (engine, f.name, e.id, r) not in _DERIVED for f in cut_families)]
-    if missing:  # read each release once for every family (scope_lock.derived_all), kept for later cuts
-        scope_lock.derived_all(list(cut_families), {engine: missing}, _files,
-                               lambda f, vid, r, sig: _DERIVED.setdefault((f.engine, f.name, vid, r), sig))
-    for family in cut_families:  # the signatures of the releases before the cut, only theirs
-        lock = Path(family.folder) / derived_scope.LOCK
-        lock.write_text(json.dumps(scope_lock.derived(family, before, _files, _derived), indent=1) + "\n")
+    cut_families = manifest.load_all(dest, (engine,))  # the signatures of the releases before the cut, only theirs
+    derived = scope_lock.derived_all(list(cut_families), {engine: before}, _files, _derived)
+    for family in cut_families:
+        (Path(family.folder) / derived_scope.LOCK).write_text(json.dumps(derived[family.id], indent=1) + "\n")
         if family.scope is not None:
             lock = Path(family.folder) / "scope.json"
             lock.write_text(json.dumps(scope_lock.signatures(family, before, _files), indent=1) + "\n")
@@ -110,12 +105,13 @@ def _files(engine: str, version: str) -> Files:
 _DERIVED: dict[tuple[str, str, str, str], derived_scope.Signature] = {}
 
 
-def _derived(family: manifest.Family, variant_id: str, files: Files) -> derived_scope.Signature:
+def _derived(family: manifest.Family, variant_id: str, files: Files,
+             package: derived_scope.Package | None = None) -> derived_scope.Signature:
     """A variant's derived scope on a release, computed once per process: it depends only on the
     variant's diff and the release's files, and every cut before the release asks it again."""
-    key = (family.engine, family.name, variant_id, str(files.install.version))  # as releases.txt spells it
+    key = (family.engine, family.name, variant_id, str(files.install.version))
     if key not in _DERIVED:
-        _DERIVED[key] = derived_scope.signature(family, variant_id, files)
+        _DERIVED[key] = derived_scope.signature(family, variant_id, files, package)
     return _DERIVED[key]
 
 

@@ -35,7 +35,7 @@ import difflib
 import re
 from pathlib import Path
 
-from patcher.core import hunks
+from patcher.core import derived_scope, hunks
 
 _KEYWORDS = {"if", "not", "and", "or", "in", "is", "None", "True", "False", "return", "def", "class", "self",
              "for", "else", "elif", "import", "from", "as", "with", "lambda", "pass", "raise"}
@@ -138,22 +138,6 @@ def wrappers(patches: tuple[hunks.FilePatch, ...], base: Path, new: Path, engine
 _SWITCH = re.compile(r"\b(?:enable|disable|use)_\w+")
 
 
-def _guards(lines: list[str], i: int) -> tuple[str, ...]:
-    """The if/elif conditions that enclose line ``i``, innermost first, up to its def."""
-    out, indent = [], len(lines[i]) - len(lines[i].lstrip())
-    for ln in reversed(lines[:i]):
-        stripped = ln.strip()
-        depth = len(ln) - len(ln.lstrip())
-        if not stripped or depth >= indent:
-            continue
-        indent = depth
-        if stripped.startswith(("if ", "elif ")):
-            out.append(stripped)
-        if stripped.startswith(("def ", "class ")):
-            break
-    return tuple(out)
-
-
 def switch_setters(patches: tuple[hunks.FilePatch, ...], base: Path, new: Path, engine: str) -> list[str]:
     """A feature switch our added lines read (``enable_*``/``disable_*``/``use_*``) that upstream
     now turns on under conditions the base release did not have: an auto-enable that can reach the
@@ -174,7 +158,7 @@ def switch_setters(patches: tuple[hunks.FilePatch, ...], base: Path, new: Path, 
                 lines = text.splitlines()
                 for i, ln in enumerate(lines):
                     if setter.search(ln):
-                        found[(path.relative_to(root).as_posix(), _guards(lines, i))] = f"{i + 1}"
+                        found[(path.relative_to(root).as_posix(), derived_scope.guards(lines, i))] = f"{i + 1}"
             return found
 
         before = sites(base)

@@ -45,33 +45,15 @@ def signatures(family: Family, releases: list[str] | None = None,
     return out
 
 
-def derived(family: Family, releases: list[str] | None = None,
-            files_of: Callable[[str, str], Files] | None = None,
-            signature_of: Callable[[Family, str, Files], derived_scope.Signature] = derived_scope.signature,
-            ) -> dict[str, list[dict]]:
-    """{variant id: the distinct derived-scope signatures (``derived_scope``) of the covered releases
-    it declares, oldest first}. ``signature_of``: a reader that keeps signatures, for many calls."""
-    out: dict[str, list[dict]] = {v.id: [] for v in family.variants}
-    for version in releases if releases is not None else matrix.releases(family.engine):
-        entry = family.classify(Version(version))
-        if not isinstance(entry, Variant):
-            continue
-        files = (files_of(family.engine, version) if files_of is not None else
-                 Files(engines.find(family.engine, site=wheels.tree(family.engine, version))))
-        sig = {rel: list(toks) for rel, toks in signature_of(family, entry.id, files).items()}
-        if sig not in out[entry.id]:
-            out[entry.id].append(sig)
-    return out
-
-
 def derived_all(families: list[Family], releases: dict[str, list[str]] | None = None,
                 files_of: Callable[[str, str], Files] | None = None,
-                keep: Callable[[Family, str, str, derived_scope.Signature], object] | None = None,
+                signature_of: Callable[..., derived_scope.Signature] = derived_scope.signature,
                 ) -> dict[str, dict[str, list[dict]]]:
-    """``derived`` for many families at once, release by release: each release's files are read
-    once for all of them (``derived_scope.Package``), not once per family. {family id: lock}.
-    ``releases``: per engine (default: releases.txt); ``keep(family, variant, version, signature)``
-    sees each signature computed (leave_out keeps them for its later cuts)."""
+    """{family id: {variant id: the distinct derived-scope signatures (``derived_scope``) of the
+    covered releases it declares, oldest first}}, release by release: each release's files are
+    read once for all the families (``derived_scope.Package``). ``releases``: per engine (default:
+    releases.txt); ``signature_of(family, variant, files, package)``: a reader that keeps
+    signatures, for many calls (leave_out)."""
     out: dict[str, dict[str, list[dict]]] = {f.id: {v.id: [] for v in f.variants} for f in families}
     for engine in sorted({f.engine for f in families}):
         fams = [f for f in families if f.engine == engine]
@@ -84,10 +66,7 @@ def derived_all(families: list[Family], releases: dict[str, list[str]] | None = 
                 Files(engines.find(engine, site=wheels.tree(engine, version)))
             package = derived_scope.Package(files)
             for fam, entry in todo:
-                signature = derived_scope.signature(fam, entry.id, files, package)
-                if keep is not None:
-                    keep(fam, entry.id, version, signature)
-                sig = {rel: list(toks) for rel, toks in signature.items()}
+                sig = {rel: list(toks) for rel, toks in signature_of(fam, entry.id, files, package).items()}
                 if sig not in out[fam.id][entry.id]:
                     out[fam.id][entry.id].append(sig)
     return out
