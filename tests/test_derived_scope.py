@@ -217,3 +217,74 @@ def test_the_leave_out_proof_holds_with_every_hand_written_scope_removed(tmp_pat
             wrong += [f"{engine} {version} {r.family}: ships {r.shipped}, judged {r.judged}: {r.why}"
                       for r in rows if r.verdict == "wrong"]
     assert cells > 250 and not wrong, "\n".join(wrong)
+
+
+# --- the recorded signatures (issue 57): read again until an input changes ---------------------
+
+def _recorded_site(root: Path, version: str = "1.0", record: str = "toyengine/models/drafter.py,,\n"):
+    files = _site(root, BASE)
+    dist = files.install.site / f"toyengine-{version}.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "RECORD").write_text(record)
+    from dataclasses import replace
+
+    return release_files.Files(replace(files.install, version=Version(version), dist_info=dist))
+
+
+def test_a_recorded_signature_is_read_until_one_input_changes(tmp_path: Path, monkeypatch) -> None:
+    """Each input of the key, changed alone, makes the signature computed again: the code that reads
+    it, the variant's diff, the release (its version, its RECORD); unchanged, it is read back."""
+    from patcher.maintainer import scope_lock
+
+    cache, fam = tmp_path / "cache", _family(tmp_path / "a")
+    files = _recorded_site(tmp_path / "s")
+    fresh = scope_lock.cached_signature(fam, "v1", files, cache=cache, code="code-1")
+    assert fresh == derived_scope.signature(fam, "v1", files) and len(list(cache.iterdir())) == 1
+
+    def computed(*_a, **_k):
+        raise AssertionError("computed again")
+
+    monkeypatch.setattr(derived_scope, "signature", computed)
+    assert scope_lock.cached_signature(fam, "v1", files, cache=cache, code="code-1") == fresh
+    changed = {
+        "the code": lambda: scope_lock.cached_signature(fam, "v1", files, cache=cache, code="code-2"),
+        "the diff": lambda: scope_lock.cached_signature(_family(tmp_path / "b", TABLE_DIFF), "v1", files,
+                                                        cache=cache, code="code-1"),
+        "the version": lambda: scope_lock.cached_signature(fam, "v1", _recorded_site(tmp_path / "v", "1.1"),
+                                                           cache=cache, code="code-1"),
+        "the RECORD": lambda: scope_lock.cached_signature(
+            fam, "v1", _recorded_site(tmp_path / "r", record="toyengine/models/drafter.py,sha256=x,1\n"),
+            cache=cache, code="code-1"),
+    }
+    for what, call in changed.items():
+        with pytest.raises(AssertionError, match="computed again"):
+            call()
+            pytest.fail(f"{what} changed alone, and the recorded signature still answered")
+
+
+def test_a_damaged_record_is_computed_again(tmp_path: Path) -> None:
+    from patcher.maintainer import scope_lock
+
+    cache, fam, files = tmp_path / "cache", _family(tmp_path / "a"), _recorded_site(tmp_path / "s")
+    fresh = scope_lock.cached_signature(fam, "v1", files, cache=cache, code="c")
+    for bad in ("{not json", '{"a.py": "x"}', "[]"):
+        (entry,) = cache.iterdir()
+        entry.write_text(bad)
+        assert scope_lock.cached_signature(fam, "v1", files, cache=cache, code="c") == fresh
+
+
+@pytest.mark.wheels
+def test_the_recorded_signatures_are_the_fresh_ones_on_the_newest_releases() -> None:
+    """A recorded answer that differs from a fresh one fails: on the newest release of each engine,
+    every family's declared variant, recorded (as scope_lock --check read it) and computed anew."""
+    from patcher.maintainer import scope_lock, wheels
+
+    for engine in manifest.ENGINES:
+        newest = max((f.newest for f in manifest.load_all(manifest.PATCHES, (engine,)) if f.newest), default=None)
+        assert newest is not None
+        files = release_files.Files(engines.find(engine, site=wheels.tree(engine, str(newest))))
+        for fam in manifest.load_all(manifest.PATCHES, (engine,)):
+            entry = fam.classify(newest)
+            if isinstance(entry, manifest.Variant):
+                assert scope_lock.cached_signature(fam, entry.id, files) == \
+                    derived_scope.signature(fam, entry.id, files), (fam.id, entry.id)

@@ -111,7 +111,7 @@ def _derived(family: manifest.Family, variant_id: str, files: Files,
     variant's diff and the release's files, and every cut before the release asks it again."""
     key = (family.engine, family.name, variant_id, str(files.install.version))
     if key not in _DERIVED:
-        _DERIVED[key] = derived_scope.signature(family, variant_id, files, package)
+        _DERIVED[key] = scope_lock.cached_signature(family, variant_id, files, package)
     return _DERIVED[key]
 
 

@@ -13,7 +13,10 @@ signature). ``tests/test_scope.py`` checks the written files against the wheels.
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +46,55 @@ def signatures(family: Family, releases: list[str] | None = None,
         if sig not in out[entry.id]:
             out[entry.id].append(sig)
     return out
+
+
+# A derived signature is a pure function of the variant's diff, the release's published files (named
+# by their RECORD, every file's hash) and the code that reads them: recorded under all three, it is
+# read again, not recomputed, until one of them changes (issue 57). tests/test_derived_scope.py
+# proves the key and compares a recorded answer with a fresh one.
+DERIVED_CACHE = wheels.CACHE / "derived"
+_CODE = ("core/derived_scope.py", "core/hunks.py", "core/release_files.py")
+
+
+@functools.cache
+def code_digest() -> str:
+    root = Path(derived_scope.__file__).resolve().parents[1]
+    return hashlib.sha256(b"".join((root / rel).read_bytes() for rel in _CODE)).hexdigest()
+
+
+def derived_key(patches: tuple, files: Files, code: str | None = None) -> str | None:
+    """The key of a variant's derived signature on a release; None: the release has no RECORD to
+    name its files by."""
+    record = files.install.dist_info / "RECORD"
+    try:
+        named = record.read_bytes()
+    except OSError:
+        return None
+    parts = (code or code_digest(), repr(patches), files.install.engine, str(files.install.version),
+             hashlib.sha256(named).hexdigest())
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def cached_signature(family: Family, variant_id: str, files: Files, package: derived_scope.Package | None = None,
+                     cache: Path | None = None, code: str | None = None) -> derived_scope.Signature:
+    """``derived_scope.signature``, recorded per input (``derived_key``) under ``cache``."""
+    key = derived_key(family.patches[variant_id], files, code)
+    path = (cache or DERIVED_CACHE) / f"{key}.json"
+    if key is not None and path.is_file():
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(doc, dict) and all(isinstance(k, str) and isinstance(v, list) and
+                                             all(isinstance(t, str) for t in v) for k, v in doc.items()):
+                return {rel: tuple(toks) for rel, toks in doc.items()}
+        except (OSError, UnicodeDecodeError, ValueError):
+            pass  # unreadable: computed again and rewritten
+    sig = derived_scope.signature(family, variant_id, files, package)
+    if key is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({rel: list(t) for rel, t in sig.items()}))
+        os.replace(tmp, path)  # whole or absent: a reader in another worker never sees half of it
+    return sig
 
 
 def derived_all(families: list[Family], releases: dict[str, list[str]] | None = None,
@@ -92,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = 0
     fams = [f for f in manifest.load_all(manifest.PATCHES, tuple(args.engine or manifest.ENGINES))
             if not args.family or args.family in (f.name, f.id)]
-    all_derived = derived_all(fams)
+    all_derived = derived_all(fams, signature_of=cached_signature)
     for fam in fams:
         locks = {derived_scope.LOCK: all_derived[fam.id]}
         if fam.scope is not None:
