@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.core import manifest, matrix, release_files
+from patcher.core import manifest, matrix
 from patcher.core.manifest import Refused, Upstream, Variant
 from patcher.core.plan import State, assess
 from patcher.environment import engines
@@ -181,13 +181,12 @@ def test_no_two_entries_claim_a_release():
 
 
 def fake_newer_release(engine: str, base: str, new: str, dest: Path) -> Path:
-    """The files of ``base`` published again as ``new``: a release newer than every manifest."""
+    """The files of ``base`` published again as ``new``: a release newer than every manifest. Every
+    module of it, not only the files our diffs touch: a newer release is judged by its scope too
+    (patcher/core/derived_scope.py reads the modules beside and around ours)."""
     tree = wheels.tree(engine, base)
     install = engines.find(engine, site=tree)
-    rels = {fp.path for f in manifest.load_all(manifest.PATCHES, (engine,)) for v in f.variants
-            for fp in f.patches[v.id]} | {rel for f in manifest.load_all(manifest.PATCHES, (engine,))
-                                          for rel in release_files.evidence_paths(release_files.Files(install), f)}
-    rels = {r for r in rels if (tree / r).exists()}
+    rels = {r for r in install.record if r.endswith(".py") and (tree / r).exists()}
     site = scratch_site(tree, install, rels, dest)
     old = site / install.dist_info.name
     info = old.rename(site / f"{engine}-{new}.dist-info")
