@@ -138,13 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine", choices=manifest.ENGINES, action="append")
     ap.add_argument("--family")
     ap.add_argument("--check", action="store_true", help="compare with the files, write nothing")
+    ap.add_argument("--fresh", action="store_true",
+                    help="compute every derived signature anew, not from $KIMI_PATCHER_CACHE/derived "
+                         "(with --check under another Python: the lock reads alike there)")
     args = ap.parse_args(argv)
     if not args.check:
         _bootstrap(manifest.PATCHES)
     bad = 0
     fams = [f for f in manifest.load_all(manifest.PATCHES, tuple(args.engine or manifest.ENGINES))
             if not args.family or args.family in (f.name, f.id)]
-    all_derived = derived_all(fams, signature_of=cached_signature)
+    all_derived = derived_all(fams, signature_of=derived_scope.signature if args.fresh else cached_signature)
     for fam in fams:
         locks = {derived_scope.LOCK: all_derived[fam.id]}
         if fam.scope is not None:
