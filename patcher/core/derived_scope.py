@@ -3,15 +3,22 @@ rule on a release's files, with no string a reader chose (issue 55).
 
 For one variant, on a release whose files its hunks fit (``signature``):
 
-- **touched**: each definition its hunks sit in (the innermost ``def`` / ``class``, or the
-  module- or class-level statement), by name, with a hash of its whole source. Upstream changing
-  that code outside our lines (a fix beside ours, a new branch) changes what we patch.
-- **readers**: the names those definitions bind at module level (a function, a class, a
-  constant), and every file beside a patched one that names one: a new caller or reader of
-  what we change (a second auto-enable reaching the same gate).
-- **copies**: every file beside a patched one that holds a line our hunks rewrite (or the line
-  an insertion anchors on): the same code elsewhere (a second drafter class with the same silent
-  skip).
+- **touched**: each definition its hunks sit in (the method or function holding them, else the
+  module- or class-level statement), and every definition of a patched file that uses a name its
+  added lines read, each hashed by what it does with the names concerned: the statements and
+  branch conditions about them, as a canonical syntax tree (``_canon``). Upstream changing how
+  those names are computed or tested (a fix beside ours, a new branch) changes what we patch; a
+  comment or a reformatting does not.
+- **readers**: beside a patched file, every file naming a class whose method our hunks edit;
+  anywhere in the package, every file naming a module-level table or function they edit, and one
+  hop on, every file calling a function that reads it (vLLM 0.17.0's second reader of the
+  allreduce size table).
+- **copies**: every file beside a patched one that holds a line our hunks rewrite (or a line next
+  to it), where at most four do: the same code elsewhere (SGLang 0.5.12's second drafter class).
+- **switches**: every place in the package that turns on an ``enable_*``/``disable_*``/``use_*``
+  switch our added lines read, with its conditions (SGLang 0.5.4.post2's auto-enable), and beside
+  a patched file, every file holding a quoted config key they read (an EAGLE 3.1 switch a drafter
+  class starts to read).
 
 "Beside" is the patched files' own folders: where a release puts the next drafter class or gate.
 Each variant records this signature on the published files of every release it is declared on
@@ -21,7 +28,8 @@ those: anything else is a place no variant was proven on, and the family is ``un
 hand-written ``[scope]`` (``patcher.core.scope``) may add to this, never replace it.
 
 Over 300 lines: one rule in four readings that share one walk of the hunks and one of the
-package's files; the lock (its validation, the comparison) is at the bottom.
+package's files; the lock (its validation, the comparison) is at the bottom. The thresholds
+below were set on the leave-out proof (tests/test_derived_scope.py), never to pass one release.
 """
 
 from __future__ import annotations
