@@ -830,6 +830,11 @@ def test_a_rule_is_a_verdict_only_on_a_release_it_is_proven_on(tmp_path: Path, e
         assert beyond[code]["message"].endswith(covered[code]["message"].replace(
             matrix.releases(engine)[-1], _next_release(engine)))
     assert beyond["fc.shape"]["level"] == "ok"  # the checkpoint's own facts need no rule
+    # a hint leads where it works: the capture is answered where the engine imports; a registry or
+    # RoPE rule is answered nowhere but on a release it is proven on
+    assert "where the engine imports" in beyond["aux.capture"]["hint"]
+    for code in ("target.architecture", "config.format", "config.rope"):
+        assert beyond[code]["hint"].startswith("use a release listed in VERSIONS.md"), beyond[code]
 
 
 def test_every_release_in_releases_txt_is_proven_and_no_other() -> None:

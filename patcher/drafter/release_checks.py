@@ -61,19 +61,24 @@ def check_setup(release: Release, drafter: DrafterConfig | None = None) -> list[
     return out
 
 
-def unproven(release: Release | None, findings: list[Finding]) -> list[Finding]:
+_PROVEN_RELEASE = "use a release listed in VERSIONS.md: the releases whose files these rules are proven on"
+_ASK_THE_RELEASE = ("run the check where the engine imports, with --target (--python or --site of its "
+                    f"environment): its own code answers there; or {_PROVEN_RELEASE[0].lower()}{_PROVEN_RELEASE[1:]}")
+
+
+def unproven(release: Release | None, findings: list[Finding], askable: bool = False) -> list[Finding]:
     """A rule's findings as they may be said on ``release``: as they are where the wheel tests prove
     the rule on its published files (``Release.proven``); elsewhere ``unknown``, the rule's word kept
-    as what to expect. Hints stay hints: they decide nothing."""
+    as what to expect. Hints stay hints: they decide nothing. ``askable``: the release's own code
+    answers this where the engine imports (the loader child's capture), so the hint says so; the
+    other rules (registry, RoPE, switches) have no such answer, and their hint names only what works."""
     if release is None or release.version is None or release.proven:
         return findings
     why = release.unproven_why()
     return [f if f.level in (HINT, UNKNOWN) else
             replace(f, level=UNKNOWN, message=f"{why}, and its own code was not asked; the rule says: {f.message}",
                     found=f.found or "a rule's word, not the release's",
-                    hint=f.hint if f.level != "ok" and f.hint else
-                    "run the check where the engine imports (--python or --site of its environment), "
-                    "or use a release listed in VERSIONS.md")
+                    hint=f.hint if f.level != "ok" and f.hint else _ASK_THE_RELEASE if askable else _PROVEN_RELEASE)
             for f in findings]
 
 
@@ -267,10 +272,9 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
                 out.append(unknown("aux.capture", f"which target layers {release.label()} captures for this drafter "
                                    "cannot be told: its aux-capture family is unknown there and its own code was not "
                                    "asked", found=f"{facts.reading(release).capture_family[0]}: unknown",
-                                   hint="run the check where the engine imports (--python or --site of its "
-                                        "environment), or use a release listed in VERSIONS.md"))
+                                   hint=_ASK_THE_RELEASE))
             continue
-        ruled = unproven if not isinstance(answer, tuple) else (lambda _r, fs: fs)
+        asked_here = isinstance(answer, tuple)  # the release's own answer: a verdict on any release
         who = release.label()
         if runner == default and len(runners) > 1:
             other = next(r for r in runners if r != default)
@@ -288,14 +292,15 @@ def check_aux_capture(d: DrafterConfig, t: TargetConfig | None, release: Release
         good, good_later = _matches(now, want), _matches(later, want)
         code = "aux.capture" if runner == default else f"aux.capture.{runner}"
         if good is None or good or want is None:
-            out += ruled(release, [ok(code, message)])
+            out += [ok(code, message)] if asked_here else unproven(release, [ok(code, message)], askable=True)
             continue
         trained_text = f"; the drafter was trained on {_ids_text(want, n)}"
         found = (f"the load stops ({now.stops})" if now.stops else "nothing" if now.nothing else
                  f"eager {now.eager}, graph {now.graph or '(default, N unknown)'}")
         level = problem if runner == default else hint
-        out += ruled(release, [level(code, message + trained_text, wanted=f"capture {want} in both modes",
-                                     found=found, hint=_capture_hint(release, d, want, n, good_later))])
+        said = level(code, message + trained_text, wanted=f"capture {want} in both modes", found=found,
+                     hint=_capture_hint(release, d, want, n, good_later))
+        out += [said] if asked_here else unproven(release, [said], askable=True)
     return out
 
 
