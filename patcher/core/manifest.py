@@ -171,16 +171,24 @@ class Family:
     # Variants whose every hunk CI's full tier proves caught by a probe (patcher.maintainer.mutation);
     # the maintainer's run proves every variant.
     mutation_sample: tuple[str, ...] = ()
-    newest: Version | None = None  # newest release in releases.txt: beyond it, content decides
-    oldest: Version | None = None  # oldest release in releases.txt: below it, only refusals by content
-    # every release in releases.txt: the releases whose published files the wheel tests read, so the
-    # ones a rule of ours (patcher/drafter/facts.py) is proven on
+    # every release in releases.txt, oldest first: the releases whose published files the wheel
+    # tests read, so the ones a rule of ours (patcher/drafter/facts.py) is proven on
     covered: tuple[Version, ...] = ()
     drafter_facts: tuple[DrafterFact, ...] = ()
     scope: Scope | None = None
     # [launch] meets: the conditions under which a launch is changed by this family (patcher.launch.meets);
     # None: every launch is
     meets: tuple[str, ...] | None = None
+
+    @property
+    def newest(self) -> Version | None:
+        """The newest release in releases.txt: beyond it, content decides."""
+        return self.covered[-1] if self.covered else None
+
+    @property
+    def oldest(self) -> Version | None:
+        """The oldest release in releases.txt: below it, only refusals by content."""
+        return self.covered[0] if self.covered else None
 
     @property
     def id(self) -> str:
@@ -388,8 +396,7 @@ def load(folder: Path) -> Family:
     family = Family(engine, name, folder, top.get("title", str), top.get("why", str),
                     top.strings("refs", []), top.get("default", bool, True), tuple(variants),
                     tuple(upstream), tuple(refused), tuple(requires), tuple(probes),
-                    top.strings("mutation_sample", ()), newest=max(covered, default=None),
-                    oldest=min(covered, default=None), covered=covered, drafter_facts=tuple(facts),
+                    top.strings("mutation_sample", ()), covered=covered, drafter_facts=tuple(facts),
                     scope=scope, meets=meets)
     top.done()
     stray = [s for s in family.mutation_sample if s not in ids]
