@@ -200,11 +200,32 @@ class Stand:
     own methods to run on (a missing attribute raises, and the question is then not answered)."""
 
 
-def bare_target(torch, cls, hf_config, layers):
+def bare_target(torch, cls, hf_config, layers, resolve=None):
     """The target model class the release resolves, without its ``__init__`` (no weights, no
     kernels): the aux-layer setters and defaults are its own methods, run on this object. What
     they read is the target's config, the decoder's layer list and the pipeline rank (the last
-    rank: the one that captures)."""
+    rank: the one that captures). Returns the target and the decoder its setters record on.
+
+    A multimodal wrapper (Kimi-K2.5) hands the setters to the text model its ``__init__`` builds
+    (``self.language_model = ...``): that model is made bare the same way, from the class the
+    wrapper's own ``__init__`` names (``text_model_built_in``; ``resolve(callee, keywords, text)``
+    turns an engine's factory call into its class), and set where the wrapper keeps it."""
+    built = text_model_built_in(cls)
+    if built is None:
+        return _bare(torch, cls, hf_config, layers)
+    attr, callee, keywords = built
+    text = hf_config.text_config
+    inner, decoder = _bare(torch, resolve(callee, keywords, text) if resolve else callee, text, layers)
+    if not isinstance(inner, torch.nn.Module):
+        raise TypeError(f"{cls.__name__}.{attr} is built by {callee!r}, not a model class")
+    outer = cls.__new__(cls)
+    torch.nn.Module.__init__(outer)
+    outer.config = hf_config
+    setattr(outer, attr, inner)
+    return outer, decoder
+
+
+def _bare(torch, cls, hf_config, layers):
     bare = cls.__new__(cls)
     torch.nn.Module.__init__(bare)
     decoder = Stand()
@@ -214,7 +235,37 @@ def bare_target(torch, cls, hf_config, layers):
     rank.is_last_rank = rank.is_first_rank = True
     rank.world_size = 1
     bare.config, bare.model, bare.pp_group = hf_config, decoder, rank
-    return bare
+    return bare, decoder
+
+
+def text_model_built_in(cls):
+    """Where a wrapper's ``__init__`` builds its text model: (attribute, callee, {keyword: source})
+    of the first ``self.X = f(...)`` handed ``text_config`` itself as an argument, the callee looked up in
+    the class's module (a model class, or a factory such as vLLM's ``init_vllm_registered_model``);
+    None for a target that builds none (a decoder-only model), or whose source cannot be read."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)):
+            continue
+        target, call = node.targets[0], node.value
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+            continue
+        given = [*call.args, *(kw.value for kw in call.keywords)]
+        if not any(getattr(a, "attr", getattr(a, "id", None)) == "text_config" for a in given):
+            continue  # not handed the text config itself (a projector reads only its hidden size)
+        if not isinstance(call.func, (ast.Name, ast.Attribute)):
+            continue
+        namespace = vars(sys.modules[cls.__module__])
+        callee = eval(compile(ast.Expression(call.func), "<callee>", "eval"), dict(namespace))  # a name, no call
+        return target.attr, callee, {kw.arg: ast.unparse(kw.value) for kw in call.keywords if kw.arg}
+    return None
 
 
 def captured(capture, req):

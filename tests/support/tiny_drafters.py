@@ -55,6 +55,17 @@ def write_target(folder: Path) -> Path:
     return folder
 
 
+def write_k25_target(folder: Path) -> Path:
+    """Kimi-K2.5's layout of the same target: the multimodal wrapper, the text model under
+    ``text_config`` with Kimi's own model type (as moonshotai/Kimi-K2.5's config.json has it)."""
+    text = {k: v for k, v in target_config().items() if k != "architectures"}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(
+        {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
+         "text_config": {**text, "model_type": "kimi_k2"}}, indent=1))
+    return folder
+
+
 def _llama_config(ids_in_eagle: bool = True) -> dict:
     return {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": H,
             "num_attention_heads": HEADS, "num_key_value_heads": KV, "head_dim": HEAD_DIM,

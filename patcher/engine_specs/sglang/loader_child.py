@@ -220,7 +220,7 @@ def capture(req):
     target = ModelConfig.from_server_args(args)
     cls, _ = get_model_architecture(target)
     text = getattr(target, "hf_text_config", target.hf_config)
-    bare = bare_target(torch, cls, target.hf_config, int(text.num_hidden_layers))
+    bare, decoder = bare_target(torch, cls, target.hf_config, int(text.num_hidden_layers))
     algorithm = SpeculativeAlgorithm.from_string(args.speculative_algorithm)
     try:
         from sglang.srt.model_executor.model_runner_components import spec_aux_hidden_state as resolver
@@ -235,14 +235,14 @@ def capture(req):
         runner.spec_algorithm, runner.is_draft_worker, runner.model = algorithm, False, bare
         runner.server_args, runner.model_config = args, target
         _eagle3_block(model_runner)(runner, args)
-        if hasattr(bare.model, "layers_to_capture"):  # the block called the setter itself
-            return {"": list(bare.model.layers_to_capture)}
+        if hasattr(decoder, "layers_to_capture"):  # the block called the setter itself
+            return {"": list(decoder.layers_to_capture)}
         use = getattr(runner, "eagle_use_aux_hidden_state", True)
         ids = getattr(runner, "eagle_aux_hidden_state_layer_ids", None)
     if not use:
         return {"": []}
     bare.set_eagle3_layers_to_capture(ids)  # as the runner calls it (init_aux_hidden_state_capture)
-    return {"": list(bare.model.layers_to_capture)}
+    return {"": list(decoder.layers_to_capture)}
 
 
 run(build, load, share, capture)

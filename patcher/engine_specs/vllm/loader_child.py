@@ -208,6 +208,20 @@ def share(model, req):
 
 
 
+def _registered(callee, keywords, text):
+    """The class a wrapper's ``init_vllm_registered_model(..., hf_config=..., architectures=[...])``
+    builds, as that function resolves it: the engine config with the text config and those
+    architectures, through the release's registry."""
+    import ast
+
+    from vllm.model_executor.model_loader.utils import get_model_architecture
+
+    if isinstance(callee, type) or "architectures" not in keywords:
+        return callee
+    config = STATE["engine"].with_hf_config(text, architectures=ast.literal_eval(keywords["architectures"]))
+    return get_model_architecture(config.model_config)[0]
+
+
 def capture(req):
     """The layers the target captures for this drafter, per model runner, by the release's code: the
     v1 runner's ``_setup_eagle3_aux_hidden_state_outputs`` (or, before it was a method, its
@@ -230,7 +244,7 @@ def capture(req):
     except (ImportError, AttributeError):
         v1 = None
     if v1 is not None and hasattr(v1, "_get_eagle3_aux_layers_from_config"):
-        bare = bare_target(torch, cls, hf, layers)
+        bare, decoder = bare_target(torch, cls, hf, layers, _registered)
         runner = v1.__new__(v1)
         runner.speculative_config, runner.use_aux_hidden_state_outputs, runner.model = \
             config.speculative_config, True, bare
@@ -240,7 +254,7 @@ def capture(req):
         else:
             bare.set_aux_hidden_state_layers(runner._get_eagle3_aux_layers_from_config()
                                              or bare.get_eagle3_default_aux_hidden_state_layers())
-        out["v1"] = list(bare.model.aux_hidden_state_layers)
+        out["v1"] = list(decoder.aux_hidden_state_layers)
     elif v1 is not None:
         out["v1"] = "the v1 runner reads the aux ids inline (no method to ask)"
     try:
@@ -248,9 +262,9 @@ def capture(req):
     except ImportError:
         v2 = None
     if v2 is not None and hasattr(v2, "set_eagle3_aux_hidden_state_layers"):
-        bare = bare_target(torch, cls, hf, layers)
+        bare, decoder = bare_target(torch, cls, hf, layers, _registered)
         v2.set_eagle3_aux_hidden_state_layers(bare, config.speculative_config)
-        out["v2"] = list(bare.model.aux_hidden_state_layers)
+        out["v2"] = list(decoder.aux_hidden_state_layers)
     return out
 
 
