@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -23,21 +24,36 @@ def folder(kind: str) -> Path:
 
 
 def files_digest(site: Path, rels: list[str] | None, package: str) -> str:
-    """Path, size and mtime of every ``.py`` of the release (``rels``: its RECORD's paths; None: walk
-    the package folder): ``patcher apply`` or a reinstall changes it, a file's bytes need no read."""
-    h = hashlib.sha256()
+    """What every ``.py`` of the release holds (``rels``: its RECORD's paths; None: walk the package
+    folder), by content: ``patcher apply`` changes it, and a revert (or a reinstall of the same
+    release), which writes the same bytes back, finds the answers asked before. The bytes are read
+    once per listing of (path, size, mtime): the content hash is kept under that listing's hash."""
     if rels is None:
         rels = []
         for dirpath, dirnames, filenames in os.walk(site / package):
             dirnames[:] = [d for d in dirnames if d != "__pycache__"]
             rels += [os.path.relpath(os.path.join(dirpath, n), site) for n in filenames]
+    listing, present = hashlib.sha256(), []
     for rel in sorted(r for r in rels if r.endswith(".py")):
         try:
             st = (site / rel).stat()
         except OSError:
             continue
-        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()
+        listing.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        present.append(rel)
+    memo = folder("digests") / f"{listing.hexdigest()}.json"
+    got = load(memo)
+    if isinstance(got, dict) and isinstance(got.get("content"), str) and re.fullmatch(r"[0-9a-f]{64}", got["content"]):
+        return got["content"]
+    content = hashlib.sha256()
+    for rel in present:
+        try:
+            data = (site / rel).read_bytes()
+        except OSError:
+            continue
+        content.update(f"{rel}\0{len(data)}\n".encode() + data)
+    store(memo, {"content": content.hexdigest()})
+    return content.hexdigest()
 
 
 def load(path: Path) -> object:

@@ -15,8 +15,8 @@ drafter (``LoadAnswer.capture``, per model runner; ``loader_child_common.bare_ta
 own reading of the drafter's config and the target class's own setter, so ``aux.capture`` is the
 release's answer where the engine imports, and patcher's rules only where it does not.
 
-The answer is cached per release files (path, size and mtime of every ``.py`` of the engine
-package, so ``patcher apply`` changes the key), interpreter, drafter config and header, target
+The answer is cached per release files (the bytes of every ``.py`` of the engine package,
+``answers.files_digest``: ``patcher apply`` changes the key, a revert finds it again), interpreter, drafter config and header, target
 config and launch line (``$KIMI_PATCHER_CACHE/loader``): a second check of the same drafter
 answers without importing the engine. Where the engine does not import (a build stage without
 its dependencies, a bare ``--site`` tree, ``--engine-version`` alone), nothing of the release can

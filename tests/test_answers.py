@@ -1,0 +1,68 @@
+"""The release's files as every cached answer's key sees them (patcher/release/answers.py): by
+content, so a revert that writes the same bytes back finds the answers asked before, and any change
+of a byte, a file or its name asks again."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from patcher.release import answers
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(answers, "ROOT", tmp_path / "cache")
+    (tmp_path / "site" / "engine" / "sub").mkdir(parents=True)
+    (tmp_path / "site" / "engine" / "a.py").write_text("A = 1\n")
+    (tmp_path / "site" / "engine" / "sub" / "b.py").write_text("B = 2\n")
+    (tmp_path / "site" / "engine" / "data.txt").write_text("not code\n")
+    return tmp_path / "site"
+
+
+def _digest(site: Path) -> str:
+    return answers.files_digest(site, None, "engine")
+
+
+def test_the_same_bytes_written_again_are_the_same_release(site: Path) -> None:
+    before = _digest(site)
+    a = site / "engine" / "a.py"
+    a.write_text("A = 3\n")  # same size, new bytes: apply
+    patched = _digest(site)
+    assert patched != before
+    a.write_text("A = 1\n")  # revert: the old bytes, a new mtime
+    os.utime(a, ns=(1, 1))
+    assert _digest(site) == before
+    assert _digest(site) == before  # read back from the memo of that listing
+
+
+@pytest.mark.parametrize("change", ["edit", "rename", "remove", "add"])
+def test_every_change_of_the_code_is_a_new_key(site: Path, change: str) -> None:
+    before = _digest(site)
+    b = site / "engine" / "sub" / "b.py"
+    if change == "edit":
+        b.write_text("B = 22\n")
+    elif change == "rename":
+        b.rename(b.with_name("c.py"))
+    elif change == "remove":
+        b.unlink()
+    else:
+        (site / "engine" / "d.py").write_text("")
+    assert _digest(site) != before
+
+
+def test_a_file_that_is_not_code_is_not_in_the_key(site: Path) -> None:
+    before = _digest(site)
+    (site / "engine" / "data.txt").write_text("changed\n")
+    assert _digest(site) == before
+
+
+def test_a_damaged_memo_is_recomputed_not_believed(site: Path) -> None:
+    before = _digest(site)
+    memos = list((answers.ROOT / "digests").glob("*.json"))
+    assert len(memos) == 1
+    for bad in ('{"content": "../../etc"}', "[1, 2]", "{", '{"content": 7}'):
+        memos[0].write_text(bad)
+        assert _digest(site) == before, bad
