@@ -66,3 +66,33 @@ def test_a_damaged_memo_is_recomputed_not_believed(site: Path) -> None:
     for bad in ('{"content": "../../etc"}', "[1, 2]", "{", '{"content": 7}'):
         memos[0].write_text(bad)
         assert _digest(site) == before, bad
+
+
+def test_every_input_of_a_loader_answer_is_in_its_key(tmp_path: Path) -> None:
+    """A loader answer is found again only for the same question: the interpreter, the site, the
+    release's files and our child's code, the request (drafter, target, launch, header), and the
+    drafter's and target's config bytes each change the key (patcher/release/release_loader.py)."""
+    from patcher.release import release_loader
+
+    drafter, target = tmp_path / "drafter", tmp_path / "target"
+    for folder in (drafter, target):
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+    ask = release_loader.Ask(drafter, {"fc.weight": ("BF16", (4, 12))}, ["--speculative-config", "{}"], target)
+    args = ["/env/bin/python", Path("/site"), "digest+child code"]
+
+    def key(a=args, q=ask) -> str:
+        return release_loader._key(a[0], a[1], a[2], q.request(), q)
+
+    base = key()
+    assert key() == base
+    changed = {key([*args[:i], type(v)(f"{v}x"), *args[i + 1:]]) for i, v in enumerate(args)}
+    changed |= {key(q=release_loader.Ask(tmp_path, ask.header, ask.argv, target)),
+                key(q=release_loader.Ask(drafter, {"fc.weight": ("BF16", (4, 13))}, ask.argv, target)),
+                key(q=release_loader.Ask(drafter, ask.header, ["--speculative-config", "{ }"], target)),
+                key(q=release_loader.Ask(drafter, ask.header, ask.argv, None))}
+    for folder in (drafter, target):
+        (folder / "config.json").write_text('{"x": 1}')
+        changed.add(key())
+        (folder / "config.json").write_text("{}")
+    assert base not in changed and len(changed) == 9

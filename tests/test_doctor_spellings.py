@@ -30,7 +30,7 @@ from patcher.environment import engines
 from patcher.maintainer import cpu_env, wheels
 from patcher.release import release_parser
 from patcher.release.launch_command import parse
-from tests.support import progress
+from tests.support import progress, recorded
 from tests.support import real_drafters as rd
 from tests.support.tiers import SAMPLE, release_param
 
@@ -141,13 +141,29 @@ RELEASES = [release_param(e, v) for e, v in sorted(SAMPLE)] + [
 OWN_RULES = {("vllm", "model: --model"): "you should provide the model as a positional argument"}
 
 
-def read_spellings(engine: str, python: Path, target: Path, drafter: Path, folder: Path):
+def settled_inputs(tmp_path: Path) -> tuple[Path, Path]:
+    """Kimi-K2's target and SpecForge's drafter, settled at a path named by their bytes
+    (``recorded.settled``): the release's answers to lines naming them are found by the next run."""
+    made = tmp_path / "inputs"
+    made.mkdir()
+    target, drafter = rd.kimi_target(made, "kimi-k2", k25=False), rd.specforge_kimi(made)
+    home = recorded.settled(made)
+    return home / target.relative_to(made), home / drafter.relative_to(made)
+
+
+def read_spellings(engine: str, python: Path, target: Path, drafter: Path, folder: Path, fresh: bool = False):
     """The release's option table, every spelling of the canonical launch, and how its parser reads
     each: (table, variants, readings, refused). Asserts what holds on every release: doctor's
     spellings are in the table, every option string of the options doctor reads is accepted, and
-    every accepted spelling is read as the canonical line is."""
+    every accepted spelling is read as the canonical line is.
+
+    The table is recorded per input (``recorded``: the parser child's code, the release's files, the
+    CPU env); with a record, the lines are read through ``read_many``, whose answers the last run
+    cached, instead of importing the engine for the table. ``fresh`` (the default tier's releases)
+    asks the release again and compares its table with the record."""
     install = engines.find_first([engine], python=str(python), site=None)[0]
-    read_as = engine_specs.spec(engine).launch.read
+    spec = engine_specs.spec(engine)
+    read_as = spec.launch.read
     base, variants = [], {}
 
     def spell(table: dict) -> list:
@@ -156,14 +172,25 @@ def read_spellings(engine: str, python: Path, target: Path, drafter: Path, folde
         dest_of = {field: next(d for d, opts in table["dests"].items() if opt in opts)
                    for field, opt in read_as.items() if opt in table["options"]}
         base.extend((dest_of[f], v) for f, v in base_options(engine, target, drafter))
-        variants.update(lines(engine, table, base, folder))
+        made = folder / "configs"
+        made.mkdir()
+        spelled = lines(engine, table, base, made)
+        home = recorded.settled(made)  # the --config files, at a path named by their bytes
+        variants.update({label: [w.replace(str(made), str(home)) for w in words] for label, words in spelled.items()})
         return [parse(v) for v in variants.values()]
 
     # One interpreter gives the table and parses every line spelled from it (doctor then answers
     # each from the cache); what the release does with each is its parser's answer: accepted, or
     # refused with its message.
-    table, read = release_parser.table_then_read(engine, install, spell)
-    assert table is not None, f"{engine}: its parser does not import in the CPU env"
+    parts = [release_parser._script(spec.launch.parser_child), "serve", json.dumps(sorted(read_as.items())),
+             *recorded.release_parts(install)]
+    table = None if fresh else recorded.lookup("parser-table", parts)
+    if table is not None:
+        read = release_parser.read_many(spell(table), install)
+    else:
+        table, read = release_parser.table_then_read(engine, install, spell)
+        assert table is not None, f"{engine}: its parser does not import in the CPU env"
+        recorded.truth("parser-table", parts, lambda: table, fresh=fresh)
     # The spelling doctor rewrites each option to is one the release's parser has (the fusion
     # switches exist only on some releases: launch.allreduce_fusion reads which).
     missing = {opt for opt in read_as.values() if opt not in table["options"]} - {
@@ -189,10 +216,10 @@ def read_spellings(engine: str, python: Path, target: Path, drafter: Path, folde
 @pytest.mark.cpuenv
 @pytest.mark.parametrize("engine,version", RELEASES)
 def test_every_spelling_the_release_accepts_is_judged_as_the_canonical_line(tmp_path, engine, version):
-    target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
-    drafter = rd.specforge_kimi(tmp_path)
+    target, drafter = settled_inputs(tmp_path)
     with cpu_env.using(engine, version, log=progress.say) as python:
-        table, variants, readings, refused = read_spellings(engine, python, target, drafter, tmp_path)
+        table, variants, readings, refused = read_spellings(engine, python, target, drafter, tmp_path,
+                                                            fresh=(engine, version) in SAMPLE)
         want = judged(doctor("--python", str(python), "--", *variants["canonical"])[1])
         assert want[0] != "cannot tell" and want[2] == str(drafter) and want[3] == 8, want
         wrong = []
@@ -243,7 +270,6 @@ OTHERS = [release_param(e, v) for e in manifest.ENGINES for v in matrix.releases
 @pytest.mark.cpuenv
 @pytest.mark.parametrize("engine,version", OTHERS)
 def test_every_release_reads_every_spelling_as_the_canonical_line(tmp_path, engine, version):
-    target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
-    drafter = rd.specforge_kimi(tmp_path)
+    target, drafter = settled_inputs(tmp_path)
     with cpu_env.using(engine, version, log=progress.say) as python:
         read_spellings(engine, python, target, drafter, tmp_path)

@@ -32,7 +32,7 @@ from patcher.environment import engines
 from patcher.findings import Finding
 from patcher.release import release_loader
 from patcher.release.release import from_install, located_by
-from tests.support import progress
+from tests.support import progress, recorded
 from tests.support import tiny_drafters as tiny
 
 pytestmark = [pytest.mark.wheels, pytest.mark.cpuenv]
@@ -99,18 +99,18 @@ def _oracle(python: Path, engine: str, asks: list[dict]) -> list[dict]:
     child = release_loader._script(f"{engine}/loader_child.py")
     request = json.dumps({"engine": engine, "child": child, "asks": asks})
     proc = subprocess.run([str(python), str(ORACLE)], input=request, capture_output=True, text=True,
-                          env=cpu_env.probe_env(), timeout=1800, cwd="/tmp")
+                          env={**cpu_env.probe_env(), **recorded.ORACLE_ENV}, timeout=1800, cwd="/tmp")
     got = [json.loads(line.split(" ", 1)[1]) for line in proc.stdout.splitlines() if line.startswith("@@oracle@@ ")]
     assert len(got) == len(asks), proc.stderr[-3000:]
     return got
 
 
-def _grid(root: Path, engine: str) -> list[tuple[tiny.Case, Path, dict]]:
+def _grid(root: Path, engine: str, write: bool = True) -> list[tuple[tiny.Case, Path, dict]]:
     layouts = tiny.layouts()
     out = []
     for name in LAYOUTS[engine]:
         for i, case in enumerate(tiny.cases(layouts[name])):
-            folder = tiny.write(root / name / str(i), layouts[name], case)
+            folder = tiny.write(root / name / str(i), layouts[name], case) if write else root / name / str(i)
             out.append((case, folder, case.mutate(dict(layouts[name].tensors))))
     return out
 
@@ -122,14 +122,16 @@ def name_rule_verdict(ckpt, release) -> str:
     return UNLIKE if any(f.level == "problem" for f in said) else AS_TRAINED
 
 
-def _ids_grid(root: Path, engine: str) -> list[tuple[str, Path]]:
+def _ids_grid(root: Path, engine: str, write: bool = True) -> list[tuple[str, Path]]:
     """The well-formed drafter of each layout with its aux ids stated each way (tiny.id_variants)."""
     layouts = tiny.layouts()
     out = []
     for name in LAYOUTS[engine]:
         for i, (what, config) in enumerate(tiny.id_variants(layouts[name]).items()):
-            folder = tiny.write(root / name / f"ids{i}", layouts[name], tiny.cases(layouts[name])[0])
-            (folder / "config.json").write_text(json.dumps(config, indent=1))
+            folder = root / name / f"ids{i}"
+            if write:
+                tiny.write(folder, layouts[name], tiny.cases(layouts[name])[0])
+                (folder / "config.json").write_text(json.dumps(config, indent=1))
             out.append((f"{name}/{what}", folder))
     return out
 
@@ -178,19 +180,27 @@ def _has_k25(install) -> bool:
                for f in models.rglob("models/kimi_k25*.py"))
 
 
-def _judge_all(python: Path, engine: str, root: Path) -> tuple[list[tuple[str, tuple[str, str], tuple[str, str], str]],
-                                                               list[tuple]]:
+def _judge_all(python: Path, engine: str, root: Path,
+               fresh: bool) -> tuple[list[tuple[str, tuple[str, str], tuple[str, str], str]], list[tuple]]:
     """(case, what the check says, what the oracle saw, what the name rules said) for every case, and
-    the capture rows (``_capture_rows``) of the aux-id grid, asked of the same interpreter."""
-    target = tiny.write_target(root / "target")
-    grid = _grid(root / "drafters", engine)
-    ids_grid = _ids_grid(root / "ids", engine)
+    the capture rows (``_capture_rows``) of the aux-id grid, asked of the same interpreter. The
+    drafters are settled at a path named by their bytes (``recorded.settled``), so the loader's
+    answers of an earlier run are found again; the oracle's truth is recorded, and computed afresh
+    (and compared with the record) where ``fresh``."""
+    tiny.write_target(root / "target")
+    tiny.write_k25_target(root / "target-k25")
+    _grid(root / "drafters", engine)
+    _ids_grid(root / "ids", engine)
+    root = recorded.settled(root)
+    target = root / "target"
+    grid = _grid(root / "drafters", engine, write=False)
+    ids_grid = _ids_grid(root / "ids", engine, write=False)
     install = engines.find(engine, python=str(python))
     release = replace(from_install(install), located_by=located_by(str(python), None))
     spec = release.spec
     # The capture is asked for Kimi-K2 and, where the release has the class, Kimi-K2.5, whose wrapper
     # hands the setters to the text model it builds (loader_child_common.bare_target).
-    targets = [target] + ([tiny.write_k25_target(root / "target-k25")] if _has_k25(install) else [])
+    targets = [target] + ([root / "target-k25"] if _has_k25(install) else [])
     asks = [(folder, target) for _, folder, _ in grid] + [(f, t) for t in targets for _, f in ids_grid]
     questions = []
     for folder, to in asks:
@@ -201,8 +211,10 @@ def _judge_all(python: Path, engine: str, root: Path) -> tuple[list[tuple[str, t
     captures = [row for i, to in enumerate(targets)
                 for row in _capture_rows(release, to, ids_grid, answers[len(grid) + i * len(ids_grid):])]
     questions = questions[:len(grid)]
-    truth = _oracle(python, engine, [{**q.request(), "files": [str(q.drafter / "model.safetensors")]}
-                                     for q in questions])
+    asked = [{**q.request(), "files": [str(q.drafter / "model.safetensors")]} for q in questions]
+    inputs = [ORACLE.read_text(), release_loader._script(f"{engine}/loader_child.py"),
+              json.dumps(asked, sort_keys=True), *recorded.release_parts(install)]
+    truth = recorded.truth("loader-oracle", inputs, lambda: _oracle(python, engine, asked), fresh=fresh)
     target_config = parse_target_config(json.loads((target / "config.json").read_text()), target / "config.json")
     rows = []
     for (case, folder, tensors), got in zip(grid, truth):
@@ -246,11 +258,12 @@ def test_the_check_says_what_the_loader_does(tmp_path: Path, engine: str, versio
     with cpu_env.using(engine, version, log=progress.say) as python:
         _cli("revert", "--engine", engine, "--python", str(python), "--no-probes")
         k25 = _has_k25(engines.find(engine, python=str(python)))
+        fresh = (engine, version) in DEFAULT  # the default tier's cells compare the record with a fresh truth
         states, captures = {}, {}
-        states["published"], captures["published"] = _judge_all(python, engine, tmp_path / "published")
+        states["published"], captures["published"] = _judge_all(python, engine, tmp_path / "published", fresh)
         applied = _cli("apply", "--engine", engine, "--python", str(python), "--no-probes")
         try:
-            states["patched"], captures["patched"] = _judge_all(python, engine, tmp_path / "patched")
+            states["patched"], captures["patched"] = _judge_all(python, engine, tmp_path / "patched", fresh)
         finally:
             _cli("revert", "--engine", engine, "--python", str(python), "--no-probes")
     assert applied in (0, 1)

@@ -23,7 +23,7 @@ import pytest
 from patcher.environment import engines
 from patcher.release import release_parser
 from patcher.release.launch_command import parse
-from tests.support import progress, tiers
+from tests.support import progress, recorded, tiers
 from tests.support import real_drafters as rd
 
 pytestmark = [pytest.mark.wheels, pytest.mark.cpuenv]
@@ -56,10 +56,30 @@ def _oracle(python: Path, script: Path, request: dict, cwd: Path) -> list[dict]:
     from patcher.maintainer import cpu_env
 
     proc = subprocess.run([str(python), str(script)], input=json.dumps(request), capture_output=True, text=True,
-                          timeout=1200, env=cpu_env.probe_env(), cwd=cwd)
+                          timeout=1200, env={**cpu_env.probe_env(), **recorded.ORACLE_ENV}, cwd=cwd)
     truth = [json.loads(ln[len(MARK):]) for ln in proc.stdout.splitlines() if ln.startswith(MARK)]
     assert truth, proc.stderr[-3000:]
     return truth
+
+
+def _settled(tmp_path: Path, make_drafter) -> tuple[Path, Path]:
+    """The target and drafter, written and settled at a path named by their bytes
+    (``recorded.settled``): doctor's parser answers of an earlier run are found again."""
+    made = tmp_path / "inputs"
+    made.mkdir()
+    target, drafter = _target(made), make_drafter(made)
+    home = recorded.settled(made)
+    return home / target.relative_to(made), home / drafter.relative_to(made)
+
+
+def _truth(install, script: Path, request: dict, version: str, cwd: Path) -> list[dict]:
+    """The oracle's answer, recorded per input (``recorded.truth``); the default tier's releases
+    compute it afresh and compare it with the record."""
+    fresh = (install.engine, version) in tiers.SAMPLE
+    inputs = [script.read_text(), json.dumps(request, sort_keys=True), *recorded.release_parts(install)]
+    return recorded.truth(f"startup-{install.engine}", inputs,
+                          lambda: _oracle(Path(install.python), script, request, cwd),
+                          fresh=fresh)
 
 
 def _disagreements(truth: list[dict], read: list, name) -> list[str]:
@@ -78,15 +98,14 @@ def _disagreements(truth: list[dict], read: list, name) -> list[str]:
 def test_doctor_refuses_exactly_what_vllm_s_start_up_refuses(tmp_path: Path, version: str) -> None:
     from patcher.maintainer import cpu_env
 
-    target = _target(tmp_path)
-    drafter = rd.speculators_kimi(tmp_path)
+    target, drafter = _settled(tmp_path, rd.speculators_kimi)
     with cpu_env.using("vllm", version, log=progress.say) as python:
-        truth = _oracle(python, ORACLE, {"target": str(target), "drafter": str(drafter)}, tmp_path)
+        install = engines.find_first(["vllm"], python=str(python))[0]
+        assert install is not None
+        truth = _truth(install, ORACLE, {"target": str(target), "drafter": str(drafter)}, version, tmp_path)
         runners = [t for t in truth if "runner_env" in t]
         truth = [t for t in truth if "spec" in t]
         assert len(truth) > 40  # every method twice, every field once
-        install = engines.find_first(["vllm"], python=str(python))[0]
-        assert install is not None
         lines = [parse(["vllm", "serve", str(target), "-tp", "8", "--speculative-config", json.dumps(t["spec"])])
                  for t in truth]
         eagle3 = json.dumps({"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 3})
@@ -112,12 +131,11 @@ def test_doctor_refuses_exactly_what_vllm_s_start_up_refuses(tmp_path: Path, ver
 def test_doctor_refuses_exactly_what_sglang_s_start_up_refuses(tmp_path: Path, version: str) -> None:
     from patcher.maintainer import cpu_env
 
-    target = _target(tmp_path)
-    drafter = rd.specforge_kimi(tmp_path)
+    target, drafter = _settled(tmp_path, rd.specforge_kimi)
     with cpu_env.using("sglang", version, log=progress.say) as python:
-        truth = _oracle(python, ORACLE_SGLANG, {"target": str(target), "drafter": str(drafter)}, tmp_path)
         install = engines.find_first(["sglang"], python=str(python))[0]
         assert install is not None
+        truth = _truth(install, ORACLE_SGLANG, {"target": str(target), "drafter": str(drafter)}, version, tmp_path)
         lines = [parse(["python", "-m", "sglang.launch_server", "--model-path", str(target), "--tp", "8",
                         "--speculative-algorithm", t["algorithm"],
                         *(["--speculative-draft-model-path", str(drafter)] if t["draft"] else []),
