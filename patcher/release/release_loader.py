@@ -16,9 +16,10 @@ own reading of the drafter's config and the target class's own setter, so ``aux.
 release's answer where the engine imports, and patcher's rules only where it does not.
 
 The answer is cached per release files (the bytes of every ``.py`` of the engine package,
-``answers.files_digest``: ``patcher apply`` changes the key, a revert finds it again), interpreter, drafter config and header, target
-config and launch line (``$KIMI_PATCHER_CACHE/loader``): a second check of the same drafter
-answers without importing the engine. Where the engine does not import (a build stage without
+``answers.files_digest``: ``patcher apply`` changes the key, a revert finds it again),
+interpreter, drafter config and header, target config and launch line
+(``$KIMI_PATCHER_CACHE/loader``): a second check of the same drafter answers without importing
+the engine. Where the engine does not import (a build stage without
 its dependencies, a bare ``--site`` tree, ``--engine-version`` alone), nothing of the release can
 answer, and the checks say "cannot tell" (``patcher.drafter.loader_checks``).
 """
