@@ -134,6 +134,45 @@ def test_a_config_file_is_part_of_what_is_cached(tmp_path: Path, monkeypatch: py
     assert runs.read_text().count("run") == 2
 
 
+def test_what_the_line_s_paths_name_keys_the_answer_and_the_working_directory_only_through_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start-up reads the model's and drafter's configs: an edit asks anew, the same bytes
+    written back do not; a line of absolute paths asked from another checkout is the same answer
+    (CI clones anew each run), a relative path is not."""
+    install, runs = _stand_in(tmp_path, [answer(status="parsed", values={"model": "m"})])
+    target, drafter = tmp_path / "target", tmp_path / "drafter"
+    for folder in (target, drafter):
+        folder.mkdir()
+        (folder / "config.json").write_text('{"num_hidden_layers": 61}')
+    line = ["vllm", "serve", str(target), "-sc", json.dumps({"method": "eagle3", "model": str(drafter)})]
+    asked = []
+
+    def ask(words: list[str], where: Path = tmp_path) -> None:
+        where.mkdir(exist_ok=True)
+        monkeypatch.chdir(where)
+        release_parser.read(parse(words), install)
+        asked.append(runs.read_text().count("run"))
+
+    ask(line)
+    ask(line, tmp_path / "another-checkout")                     # absolute paths: the same answer
+    (drafter / "config.json").write_text('{"num_hidden_layers": 1}')
+    ask(line)                                                     # the drafter's config edited
+    (drafter / "config.json").write_text('{"num_hidden_layers": 1}')
+    ask(line)                                                     # the same bytes, a new mtime
+    (target / "tokenizer_config.json").write_text("{}")
+    ask(line)                                                     # a file added to the target
+    relative = ["vllm", "serve", "target"]
+    ask(relative)
+    ask(relative, tmp_path / "another-checkout")                  # "target" names nothing there
+    (tmp_path / "another-checkout" / "target").mkdir()
+    ask(relative, tmp_path / "another-checkout")                  # ... and now another folder
+    (tmp_path / "c.yaml").write_text(f"model: {target}\n")
+    ask(["vllm", "serve", "--config=c.yaml"])
+    (target / "config.json").write_text('{"num_hidden_layers": 2}')
+    ask(["vllm", "serve", "--config=c.yaml"])                     # a config file's paths are read too
+    assert asked == [1, 1, 2, 2, 3, 4, 5, 6, 7, 8]
+
+
 def test_a_cache_that_cannot_be_written_costs_time_not_an_error(tmp_path: Path, monkeypatch) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
