@@ -141,14 +141,11 @@ RELEASES = [release_param(e, v) for e, v in sorted(SAMPLE)] + [
 OWN_RULES = {("vllm", "model: --model"): "you should provide the model as a positional argument"}
 
 
-def settled_inputs(tmp_path: Path) -> tuple[Path, Path]:
-    """Kimi-K2's target and SpecForge's drafter, settled at a path named by their bytes
-    (``recorded.settled``): the release's answers to lines naming them are found by the next run."""
-    made = tmp_path / "inputs"
-    made.mkdir()
-    target, drafter = rd.kimi_target(made, "kimi-k2", k25=False), rd.specforge_kimi(made)
-    home = recorded.settled(made)
-    return home / target.relative_to(made), home / drafter.relative_to(made)
+def settled_inputs(tmp_path: Path) -> tuple[Path, ...]:
+    """Kimi-K2's target and SpecForge's drafter, settled at a path named by their bytes: the
+    release's answers to lines naming them are found by the next run."""
+    return recorded.settled_paths(tmp_path, lambda made: rd.kimi_target(made, "kimi-k2", k25=False),
+                                  rd.specforge_kimi)
 
 
 def read_spellings(engine: str, python: Path, target: Path, drafter: Path, folder: Path, fresh: bool = False):
@@ -190,7 +187,7 @@ def read_spellings(engine: str, python: Path, target: Path, drafter: Path, folde
     else:
         table, read = release_parser.table_then_read(engine, install, spell)
         assert table is not None, f"{engine}: its parser does not import in the CPU env"
-        recorded.truth("parser-table", parts, lambda: table, fresh=fresh)
+        recorded.record("parser-table", parts, table)
     # The spelling doctor rewrites each option to is one the release's parser has (the fusion
     # switches exist only on some releases: launch.allreduce_fusion reads which).
     missing = {opt for opt in read_as.values() if opt not in table["options"]} - {

@@ -15,7 +15,7 @@ from tests.support import recorded
 # The inputs test_drafter_loader.py keys the oracle's truth by, in its order: the oracle, our child,
 # the request, then recorded.release_parts.
 INPUTS = ["oracle code", "loader child code", json.dumps([{"drafter": "/settled/abc", "files": ["x"]}]),
-          "release files digest", b"torch==2.13.0+cpu\n", b"# shims\n", b"# cpu_env.py", "/envs/vllm-new/bin/python"]
+          "release files digest", b"torch==2.13.0+cpu\n", b"# shims\n", b"# cpu_env.py", "python 3.11.7"]
 
 
 @pytest.fixture(autouse=True)
@@ -75,6 +75,21 @@ def test_settled_inputs_are_found_by_their_bytes(tmp_path: Path) -> None:
     assert (recorded.settled(_made(tmp_path / "once more")) / "d" / "config.json").read_text() == "{}"
 
 
+def test_inputs_written_together_are_settled_together(tmp_path: Path) -> None:
+    def target(root: Path) -> Path:
+        (root / "target").mkdir()
+        (root / "target" / "config.json").write_text("{}")
+        return root / "target"
+
+    def drafter(root: Path) -> Path:
+        (root / "drafter.json").write_text('{"x": 1}')
+        return root / "drafter.json"
+
+    first = recorded.settled_paths(_dir(tmp_path / "one"), target, drafter)
+    assert [p.parent for p in first] == [first[0].parent] * 2 and first[1].read_text() == '{"x": 1}'
+    assert recorded.settled_paths(_dir(tmp_path / "two"), target, drafter) == first
+
+
 def test_a_big_sparse_file_is_keyed_by_its_size_and_ends(tmp_path: Path) -> None:
     def sparse(name: str, size: int, at: int, byte: bytes) -> Path:
         root = tmp_path / name
@@ -91,3 +106,38 @@ def test_a_big_sparse_file_is_keyed_by_its_size_and_ends(tmp_path: Path) -> None
     assert recorded.tree_digest(sparse("c", big, 0, b"H")) != base  # the header
     assert recorded.tree_digest(sparse("d", big + 1, 0, b"h")) != base  # the size
     assert recorded.tree_digest(sparse("e", big, big - 1, b"t")) != base  # the last tensor
+
+
+def _dir(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+def test_our_files_are_every_byte_of_patcher_and_patches(tmp_path: Path) -> None:
+    def tree(name: str, diff: str = "+x\n", extra: dict[str, str] | None = None) -> Path:
+        root = tmp_path / name
+        for rel, text in {"patcher/cli.py": "code", "patches/vllm/f/a.diff": diff, "patches/vllm/f/probes.py": "p",
+                          "README.md": "not ours to key", **(extra or {})}.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        return root
+
+    same = recorded.our_files(tree("a"))
+    assert recorded.our_files(tree("b", extra={"README.md": "edited", "patcher/__pycache__/cli.pyc": "x"})) == same
+    assert recorded.our_files(tree("c", diff="+y\n")) != same  # a mutated diff
+    assert recorded.our_files(tree("d", extra={"patches/vllm/f/probes.py": "q"})) != same  # a mutated probe
+    assert recorded.our_files(tree("e", extra={"patcher/engine_specs/x.py": ""})) != same  # a file added
+
+
+def test_the_interpreter_is_keyed_by_version_not_by_the_worker_s_env_path(tmp_path: Path) -> None:
+    def env(name: str, version: str) -> Path:
+        (tmp_path / name / "bin").mkdir(parents=True)
+        (tmp_path / name / "pyvenv.cfg").write_text(f"home = /py/bin\nversion = {version}\ncommand = venv {name}\n")
+        return tmp_path / name / "bin" / "python"
+
+    gw0, gw1 = env("envs/vllm-new", "3.11.7"), env("envs-gw1/vllm-new", "3.11.7")
+    assert recorded.interpreter_version(gw0) == recorded.interpreter_version(gw1) == "3.11.7"
+    assert recorded.interpreter_version(env("other/vllm-new", "3.12.1")) == "3.12.1"
+    import platform  # an env not built yet: the Python that will build it, in the same form
+
+    assert recorded.interpreter_version(tmp_path / "missing" / "bin" / "python") == platform.python_version()

@@ -62,16 +62,6 @@ def _oracle(python: Path, script: Path, request: dict, cwd: Path) -> list[dict]:
     return truth
 
 
-def _settled(tmp_path: Path, make_drafter) -> tuple[Path, Path]:
-    """The target and drafter, written and settled at a path named by their bytes
-    (``recorded.settled``): doctor's parser answers of an earlier run are found again."""
-    made = tmp_path / "inputs"
-    made.mkdir()
-    target, drafter = _target(made), make_drafter(made)
-    home = recorded.settled(made)
-    return home / target.relative_to(made), home / drafter.relative_to(made)
-
-
 def _truth(install, script: Path, request: dict, version: str, cwd: Path) -> list[dict]:
     """The oracle's answer, recorded per input (``recorded.truth``); the default tier's releases
     compute it afresh and compare it with the record."""
@@ -98,7 +88,7 @@ def _disagreements(truth: list[dict], read: list, name) -> list[str]:
 def test_doctor_refuses_exactly_what_vllm_s_start_up_refuses(tmp_path: Path, version: str) -> None:
     from patcher.maintainer import cpu_env
 
-    target, drafter = _settled(tmp_path, rd.speculators_kimi)
+    target, drafter = recorded.settled_paths(tmp_path, _target, rd.speculators_kimi)
     with cpu_env.using("vllm", version, log=progress.say) as python:
         install = engines.find_first(["vllm"], python=str(python))[0]
         assert install is not None
@@ -131,7 +121,7 @@ def test_doctor_refuses_exactly_what_vllm_s_start_up_refuses(tmp_path: Path, ver
 def test_doctor_refuses_exactly_what_sglang_s_start_up_refuses(tmp_path: Path, version: str) -> None:
     from patcher.maintainer import cpu_env
 
-    target, drafter = _settled(tmp_path, rd.specforge_kimi)
+    target, drafter = recorded.settled_paths(tmp_path, _target, rd.specforge_kimi)
     with cpu_env.using("sglang", version, log=progress.say) as python:
         install = engines.find_first(["sglang"], python=str(python))[0]
         assert install is not None
