@@ -14,6 +14,7 @@ import pytest
 
 from patcher.core import hunks, manifest
 from patcher.maintainer import mutation
+from tests.support import recorded
 
 FAMILIES = manifest.load_all()
 SAMPLE = [(f, v) for f in FAMILIES for v in f.variants if v.id in f.mutation_sample]
@@ -47,10 +48,19 @@ def test_every_hunk_of_the_sampled_variant_is_caught(fam, variant):
     assert release, f"no CPU env reaches {fam.id} {variant.id}'s range"
     # The whole variant passing its probes is test_probes_pass_on_real_import's proof (every probed
     # entry on a real import): not run twice in CI's budget.
-    rows = mutation.score_variant(fam, variant, release, log=lambda *_: None, whole=False)
+    # Recorded per input (all of our own files, the release as published, its CPU env): a sample whose
+    # inputs did not change is judged on the record; only a sample that passes is recorded.
+    parts = [recorded.our_files(), fam.id, variant.id, *recorded.published_parts(fam.engine, release)]
+    rows = recorded.truth("mutants", parts, lambda: _judged(fam, variant, release, [
+        [r.hunk, r.outcome, r.detail if not r.ok else "", r.ok]
+        for r in mutation.score_variant(fam, variant, release, log=lambda *_: None, whole=False)]))
+    _judged(fam, variant, release, rows)
+
+
+def _judged(fam, variant, release: str, rows: list) -> list:
     labels = [label for d in variant.diffs
               for label in mutation.hunk_labels((fam.folder / d).read_text(encoding="utf-8"), d)]
-    judged = ["pristine", *labels]
-    assert [r.hunk for r in rows] == judged
-    missed = [f"{r.hunk}: {r.outcome}: {r.detail}" for r in rows if not r.ok]
+    assert [hunk for hunk, *_ in rows] == ["pristine", *labels]
+    missed = [f"{hunk}: {outcome}: {detail}" for hunk, outcome, detail, ok in rows if not ok]
     assert not missed, f"{variant.id} on {release}:\n" + "\n".join(missed)
+    return rows

@@ -18,8 +18,9 @@ from packaging.version import Version
 
 from patcher.cli.main import main
 from patcher.core import manifest, matrix
+from patcher.environment import engines
 from patcher.maintainer import cpu_env
-from tests.support import progress
+from tests.support import progress, recorded
 from tests.support.probe_ids import expected
 from tests.support.tiers import SAMPLE, release_param
 
@@ -82,8 +83,17 @@ def cli(*argv: str) -> tuple[int, dict, str]:
 @pytest.mark.cpuenv
 @pytest.mark.parametrize("engine,version", [release_param(e, v) for e, v in CASES])
 def test_probes_pass_on_real_import(engine, version):
+    """Recorded per input (``recorded.truth``: the release's files, the CPU env, all of our own
+    files): a release whose inputs did not change is judged on the record; the default tier's
+    sample runs the probes again and must find what is recorded. Only a passing run is recorded."""
     with cpu_env.using(engine, version, log=progress.say) as env:
-        _apply_probe_revert(engine, version, str(env))
+        cli("revert", "--engine", engine, "--python", str(env), "--no-probes")  # a previous run's leftovers
+        install = engines.find_first([engine], python=str(env))[0]
+        assert install is not None and str(install.version) == version
+        parts = [recorded.our_files(), *recorded.release_parts(install)]
+        ran = recorded.truth("probes", parts, lambda: _judged(engine, version, _apply_probe_revert(engine, str(env))),
+                             fresh=(engine, version) in SAMPLE)
+    _judged(engine, version, ran)
 
 
 def _ships(engine: str, version: str, module: str) -> bool:
@@ -94,23 +104,33 @@ def _ships(engine: str, version: str, module: str) -> bool:
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
-def _apply_probe_revert(engine, version, python):
-    cli("revert", "--engine", engine, "--python", python, "--no-probes")  # a previous run's leftovers
+def _apply_probe_revert(engine: str, python: str) -> dict:
+    """apply with its probes, then revert: what the two said, in a form that is the same every run
+    (no timings; a probe's detail only where it did not pass)."""
     # A generous wall clock: one interpreter per probed module, two at a time on the CI kind.
     code, report, err = cli("apply", "--engine", engine, "--python", python, "--json", "--probe-timeout", "900")
     assert report, err
-    assert report["version"] == version
-    ran = [(f["id"], p) for f in report["families"] for p in f["probes"]]
-    assert {(fid, p["id"]) for fid, p in ran} == expected(engine, version)  # from the manifests
-    bad = [f"{fid} {p['id']}: {p['status']}: {p['detail']}" for fid, p in ran if p["status"] != "passed"
-           and not (p["status"] == "not in release" and not _ships(engine, version, p["module"]))]
+    reverted, _, revert_err = cli("revert", "--engine", engine, "--python", python, "--json")
+    refused = sorted(f["id"] for f in report["families"] if f["state"] == "refused")
+    return {"version": report["version"], "code": code, "exit": report["exit"],
+            "states": {f["id"]: f["state"] for f in report["families"]},
+            "probes": [[f["id"], p["id"], p["status"], p["module"], "" if p["status"] == "passed" else p["detail"]]
+                       for f in report["families"] for p in f["probes"]],
+            "refused_named": all(any(fid in r for r in report.get("reasons", [])) for fid in refused),
+            "revert": reverted, "revert_error": revert_err[-500:] if reverted else ""}
+
+
+def _judged(engine: str, version: str, ran: dict) -> dict:
+    assert ran["version"] == version
+    assert {(fid, pid) for fid, pid, *_ in ran["probes"]} == expected(engine, version)  # from the manifests
+    bad = [f"{fid} {pid}: {status}: {detail}" for fid, pid, status, module, detail in ran["probes"]
+           if status != "passed" and not (status == "not in release" and not _ships(engine, version, module))]
     assert not bad, "\n".join(bad)
     # After apply every family is ours or upstream's; only a refusal (decided by content, never
     # written) may remain, and then apply exits 1 as verify would, naming it.
-    states = {f["id"]: f["state"] for f in report["families"]}
-    assert set(states.values()) <= {"applied", "upstream", "refused"}, states
-    refused = sorted(fid for fid, s in states.items() if s == "refused")
-    assert (code, report["exit"]) == ((1, 1) if refused else (0, 0)), (code, err, refused)
-    assert all(any(fid in r for r in report.get("reasons", [])) for fid in refused), report.get("reasons")
-    code, report, err = cli("revert", "--engine", engine, "--python", python, "--json")
-    assert code == 0, err
+    assert set(ran["states"].values()) <= {"applied", "upstream", "refused"}, ran["states"]
+    refused = sorted(fid for fid, s in ran["states"].items() if s == "refused")
+    assert (ran["code"], ran["exit"]) == ((1, 1) if refused else (0, 0)), (ran["code"], refused)
+    assert ran["refused_named"], refused
+    assert ran["revert"] == 0, ran["revert_error"]
+    return ran
