@@ -81,7 +81,21 @@ def variants(models: str) -> dict[str, str]:
     eagle_only["eagle_config"] = {**eagle_only.get("eagle_config", {}), "eagle_aux_hidden_state_layer_ids": ids,
                                   "use_aux_hidden_state": True}
     make("ids-eagle-only", config_=eagle_only)
+    make("eagle3")  # the same drafter in a folder named *eagle3: vLLM takes the method from the name
     return out
+
+
+def compressed_tensors_target(models: str) -> str:
+    """The target with Kimi-K2-Thinking's checkpoint format stated (compressed-tensors)."""
+    dest = os.path.join(models, "target-ct")
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(os.path.join(models, "target"), dest)
+    config = json.load(open(os.path.join(dest, "config.json")))
+    config["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                     "config_groups": {}}
+    with open(os.path.join(dest, "config.json"), "w") as fh:
+        json.dump(config, fh)
+    return dest
 
 
 # --- the rows -------------------------------------------------------------------------------------
@@ -105,9 +119,24 @@ VLLM_ROWS = [
     ("ids in eagle_config only, v1 runner", "ids-eagle-only", "eagle3", [], {}),
     ("method eagle with an EAGLE-3 drafter", "well-formed", "eagle", [], {}),
 ]
+# Issue 53: what the release's start-up configuration refuses or infers before any weight, on the
+# well-formed drafter; (name, drafter variant, method, extra options, environment, speculative-config
+# changes: a None value drops the key). "target-ct": the target with a compressed-tensors
+# quantization_config (Kimi-K2-Thinking's checkpoint format).
+VLLM_STARTUP_ROWS = [
+    ("no token count", "well-formed", "eagle3", [], {}, {"num_speculative_tokens": None}),
+    ("a key it does not know", "well-formed", "eagle3", [], {}, {"draft_layers": 2}),
+    ("draft TP 2 at TP 1", "well-formed", "eagle3", [], {}, {"draft_tensor_parallel_size": 2}),
+    ("upper-case EAGLE3", "well-formed", "EAGLE3", [], {}, {}),
+    ("no method, folder not named eagle3", "well-formed", None, [], {}, {}),
+    ("no method, folder named *eagle3", "eagle3", None, [], {}, {}),
+    ("--quantization fp8 on compressed-tensors", "well-formed", "eagle3", ["--quantization", "fp8"], {},
+     {"target": "target-ct"}),
+]
 
 
-def line(engine: str, target: str, drafter: str | None, method: str, extra: list[str]) -> list[str]:
+def line(engine: str, target: str, drafter: str | None, method: str | None, extra: list[str],
+         changes: dict | None = None) -> list[str]:
     if engine == "sglang":
         out = ["python3", "-m", "sglang.launch_server", "--model-path", target, "--speculative-algorithm", method,
                "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
@@ -117,7 +146,8 @@ def line(engine: str, target: str, drafter: str | None, method: str, extra: list
         if drafter:
             out += ["--speculative-draft-model-path", drafter]
         return out + extra
-    spec = {"method": method, "model": drafter, "num_speculative_tokens": 3}
+    spec = {"method": method, "model": drafter, "num_speculative_tokens": 3, **(changes or {})}
+    spec = {k: v for k, v in spec.items() if v is not None}
     return ["vllm", "serve", target, "--speculative-config", json.dumps(spec), "--enforce-eager",
             "--max-model-len", "1024", "--max-num-seqs", "8", "--gpu-memory-utilization", "0.2", "--seed", "0",
             *extra]
@@ -167,8 +197,9 @@ def as_trained(row: dict, outcome: dict) -> tuple[bool, str]:
     """Whether the engine ran the drafter as trained, and why not."""
     if outcome.get("stage") != "ran":
         return False, f"refused at {outcome.get('stage')}: {outcome.get('error', '')[:200]}"
-    if row["method"].upper() != "EAGLE3":
-        return False, f"ran {row['method']}: no aux capture, fc never applied"
+    method = outcome.get("method") or row["method"]  # the engine's own, where it took it from elsewhere
+    if str(method).upper() != "EAGLE3":
+        return False, f"ran {method}: no aux capture, fc never applied"
     w = outcome.get("weights")
     if w is None:
         return False, "ran, but the weights were not read in the worker"
@@ -185,11 +216,19 @@ def grid(args) -> int:
     t0 = time.time()
     target = os.path.join(args.models, "target")
     drafters = variants(args.models)
-    table = SGLANG_ROWS if args.engine == "sglang" else VLLM_ROWS
-    rows = [{"name": n, "engine": args.engine, "state": args.state, "method": m, "variant": v, "env": e,
-             "drafter": drafters.get(v) if v else None,
-             "line": line(args.engine, target, drafters.get(v) if v else None, m, x)}
-            for n, v, m, x, e in table if args.only is None or n in args.only]
+    table = SGLANG_ROWS if args.engine == "sglang" else VLLM_ROWS + VLLM_STARTUP_ROWS
+    targets = {"target": target}
+    if args.engine == "vllm":
+        targets["target-ct"] = compressed_tensors_target(args.models)
+    rows = []
+    for n, v, m, x, e, *more in table:
+        if args.only is not None and n not in args.only:
+            continue
+        changes = dict(more[0]) if more else {}
+        where = targets[changes.pop("target", "target")]
+        rows.append({"name": n, "engine": args.engine, "state": args.state, "method": m, "variant": v, "env": e,
+                     "drafter": drafters.get(v) if v else None,
+                     "line": line(args.engine, where, drafters.get(v) if v else None, m, x, changes)})
     with ThreadPoolExecutor(args.jobs) as pool:  # every verdict before any engine starts
         verdicts = list(pool.map(doctor, rows))
     for row, v in zip(rows, verdicts):
@@ -370,6 +409,8 @@ def engine_vllm(row: dict) -> int:
     except BaseException as exc:  # noqa: BLE001
         return _outcome(stage="start-up or load", error=f"{type(exc).__name__}: {exc}")
     folder = row.get("drafter")
+    spec = getattr(getattr(getattr(llm, "llm_engine", None), "vllm_config", None), "speculative_config", None)
+    method = getattr(spec, "method", None)  # what the release resolved (issue 53: inferred where unnamed)
 
     def probe(worker):
         runner = worker.model_runner
@@ -399,7 +440,7 @@ def engine_vllm(row: dict) -> int:
         elif m.name == "vllm:spec_decode_num_accepted_tokens":
             accepted += int(m.value)
     return _outcome(stage="ran", tokens=sum(len(o.outputs[0].token_ids) for o in outs),
-                    accept=round(1 + accepted / drafts, 3) if drafts else None)
+                    accept=round(1 + accepted / drafts, 3) if drafts else None, method=method)
 
 
 def _outcome(**fields) -> int:
