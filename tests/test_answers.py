@@ -69,9 +69,10 @@ def test_a_damaged_memo_is_recomputed_not_believed(site: Path) -> None:
 
 
 def test_every_input_of_a_loader_answer_is_in_its_key(tmp_path: Path) -> None:
-    """A loader answer is found again only for the same question: the interpreter, the site, the
-    release's files and our child's code, the request (drafter, target, launch, header), and the
-    drafter's and target's config bytes each change the key (patcher/release/release_loader.py)."""
+    """A loader answer is found again only for the same question: the interpreter, the release's
+    files and our child's code, the request (drafter, target, launch, header), and the drafter's
+    and target's folders (their config.json, a target's configuration code) each change the key
+    (patcher/release/release_loader.py)."""
     from patcher.release import release_loader
 
     drafter, target = tmp_path / "drafter", tmp_path / "target"
@@ -79,14 +80,14 @@ def test_every_input_of_a_loader_answer_is_in_its_key(tmp_path: Path) -> None:
         folder.mkdir()
         (folder / "config.json").write_text("{}")
     ask = release_loader.Ask(drafter, {"fc.weight": ("BF16", (4, 12))}, ["--speculative-config", "{}"], target)
-    args = ["/env/bin/python", Path("/site"), "digest+child code"]
+    args = ["interpreter digest", "digest+child code"]
 
     def key(a=args, q=ask) -> str:
-        return release_loader._key(a[0], a[1], a[2], q.request(), q)
+        return release_loader._key(a[0], a[1], q.request(), q)
 
     base = key()
     assert key() == base
-    changed = {key([*args[:i], type(v)(f"{v}x"), *args[i + 1:]]) for i, v in enumerate(args)}
+    changed = {key([*args[:i], f"{v}x", *args[i + 1:]]) for i, v in enumerate(args)}
     changed |= {key(q=release_loader.Ask(tmp_path, ask.header, ask.argv, target)),
                 key(q=release_loader.Ask(drafter, {"fc.weight": ("BF16", (4, 13))}, ask.argv, target)),
                 key(q=release_loader.Ask(drafter, ask.header, ["--speculative-config", "{ }"], target)),
@@ -95,4 +96,50 @@ def test_every_input_of_a_loader_answer_is_in_its_key(tmp_path: Path) -> None:
         (folder / "config.json").write_text('{"x": 1}')
         changed.add(key())
         (folder / "config.json").write_text("{}")
+    (target / "configuration_deepseek.py").write_text("class DeepseekV3Config: ...\n")
+    changed.add(key())
     assert base not in changed and len(changed) == 9
+
+
+def _site(root: Path) -> Path:
+    """A site folder as a CPU env has it: distributions, a .pth file, the shims' sitecustomize."""
+    site = root / "lib" / "site-packages"
+    (site / "torch-2.13.0+cpu.dist-info").mkdir(parents=True)
+    (site / "transformers-4.57.1.dist-info").mkdir()
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text("")
+    (site / "distutils-precedence.pth").write_text("import os\n")
+    (site / "sitecustomize.py").write_text("SHIMS = frozenset({'numba'})\n")
+    return site
+
+
+def test_the_interpreter_is_keyed_by_what_it_is_not_where_it_lives(tmp_path: Path) -> None:
+    """Two copies of one environment (each test worker builds its own) are one interpreter to every
+    cached answer; a distribution upgraded, added or removed, a shim or a .pth file edited, or
+    another Python version, is another one (patcher/release/answers.py)."""
+    import shutil
+    import sys
+
+    one, other = _site(tmp_path / "envs"), _site(tmp_path / "envs-gw1")
+    base = answers.interpreter_digest(sys.executable, one)
+    assert answers.interpreter_digest(sys.executable, other) == base
+    assert answers.interpreter_digest(sys.executable, one) == base
+
+    def changes(edit) -> bool:
+        scratch = tmp_path / "scratch"
+        shutil.rmtree(scratch, ignore_errors=True)
+        site = _site(scratch)
+        edit(site)
+        return answers.interpreter_digest(sys.executable, site) != base
+
+    assert changes(lambda s: (s / "torch-2.13.0+cpu.dist-info").rename(s / "torch-2.14.0+cpu.dist-info"))
+    assert changes(lambda s: (s / "transformers-4.57.1.dist-info").rmdir())
+    assert changes(lambda s: (s / "numba-0.61.0.dist-info").mkdir())
+    assert changes(lambda s: (s / "sitecustomize.py").write_text("SHIMS = frozenset()\n"))
+    assert changes(lambda s: (s / "distutils-precedence.pth").write_text("import sys\n"))
+    assert not changes(lambda s: (s / "torch" / "__init__.py").write_text("# a package's own code: keyed apart\n"))
+    pythons = sorted(Path(sys.base_prefix).parent.glob("3.1[0-3]*/bin/python"))
+    others = [p for p in pythons if not str(p).startswith(sys.base_prefix)]
+    if not others:
+        pytest.skip("no other Python version on this machine")
+    assert answers.interpreter_digest(str(others[0]), one) != base

@@ -56,7 +56,8 @@ def _stand_in(tmp_path: Path, lines: list[str], name: str = "python") -> tuple[I
     """An 'interpreter' that prints ``lines`` (whatever it is asked) and counts its runs."""
     runs = tmp_path / f"{name}.runs"
     script = tmp_path / name
-    script.write_text("#!/bin/sh\n" f"echo run >> {runs}\n" + "".join(f"cat <<'EOF'\n{ln}\nEOF\n" for ln in lines))
+    script.write_text("#!/bin/sh\n" f"[ $# -gt 2 ] && echo run >> {runs}\n"  # the child, not a look at sys.path
+                      + "".join(f"cat <<'EOF'\n{ln}\nEOF\n" for ln in lines))
     script.chmod(0o755)
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
@@ -183,16 +184,35 @@ def test_a_cache_that_cannot_be_written_costs_time_not_an_error(tmp_path: Path, 
 
 
 def _python_stand_in(tmp_path: Path, body: str) -> tuple[Install, Path]:
-    """An 'interpreter' running ``body`` (Python) on the request it is sent; counts its runs."""
+    """An 'interpreter' running ``body`` (Python) on the request it is sent; counts its runs. Asked
+    what it is (``answers.interpreter_digest``), it names its own site as its import path."""
     runs = tmp_path / "python.runs"
     script = tmp_path / "python"
-    script.write_text(f"#!{os.sys.executable}\nimport json, sys\nopen({str(runs)!r}, 'a').write('run\\n')\n"
+    site = tmp_path / "site"
+    look = f"print(json.dumps([sys.version, sys.implementation.cache_tag, [{str(site)!r}]]))"
+    script.write_text(f"#!{os.sys.executable}\nimport json, sys\nif len(sys.argv) < 4: {look}; sys.exit()\n"
+                      f"open({str(runs)!r}, 'a').write('run\\n')\n"
                       f"MARK = {release_parser.MARK!r}\nreq = json.loads(sys.argv[-1])\n{body}")
     script.chmod(0o755)
-    site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     return Install("vllm", Version("0.34.0"), site, site / "vllm-0.34.0.dist-info", {}, str(script), None,
                    None, None), runs
+
+
+def test_a_copy_of_the_interpreter_finds_the_answer_and_an_upgrade_asks_anew(tmp_path: Path) -> None:
+    """Each test worker builds its own copy of a release's environment: one answer serves both,
+    by what the interpreter is, not where it lives; an upgraded distribution in it asks anew."""
+    body = 'print(MARK + json.dumps({"status": "parsed", "values": {"model": "m"}}), flush=True)'
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs-gw1").mkdir()
+    one, _ = _python_stand_in(tmp_path / "envs", body)
+    copy, _ = _python_stand_in(tmp_path / "envs-gw1", body)
+    for install in (one, copy):
+        (install.site / "torch-2.13.0+cpu.dist-info").mkdir()
+    cmd = parse(["vllm", "serve", "m"])
+    assert [release_parser.read(cmd, i)[1].cached for i in (one, copy, one)] == [False, True, True]
+    (copy.site / "torch-2.13.0+cpu.dist-info").rename(copy.site / "torch-2.14.0+cpu.dist-info")
+    assert [release_parser.read(cmd, i)[1].cached for i in (copy, copy, one)] == [False, True, True]
 
 
 def test_the_table_and_the_lines_spelled_from_it_take_one_interpreter(tmp_path: Path) -> None:

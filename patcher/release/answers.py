@@ -9,10 +9,12 @@ cache file is input like any other: the caller validates what ``load`` returns.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -54,6 +56,115 @@ def files_digest(site: Path, rels: list[str] | None, package: str) -> str:
         content.update(f"{rel}\0{len(data)}\n".encode() + data)
     store(memo, {"content": content.hexdigest()})
     return content.hexdigest()
+
+
+_LOOK = ("import json, sys; print(json.dumps([sys.version, sys.implementation.cache_tag, "
+         "[p for p in sys.path if p]]))")
+_LOOKED: dict[tuple[str, str], list | None] = {}  # (python, path_first) -> [version, cache tag, import path]
+
+
+def interpreter_digest(python: str, path_first: Path | None = None) -> str:
+    """What the interpreter a child runs in is, not where it lives: its version, then, per entry of
+    its import path in order (``path_first`` put first, as the children run with ``--site``), the
+    names of the distributions there (``*.dist-info``: name and version), its ``.pth`` files'
+    bytes and its ``sitecustomize``/``usercustomize`` bytes (the CPU envs' shims). Two copies of one
+    environment (each test worker builds its own) are one interpreter; a torch or transformers
+    upgrade, an editable install or an edited shim is another. The engine's own code is keyed apart
+    (``files_digest``). The interpreter is started once per process (about 30 ms) for its version
+    and import path; what the path holds is read on every call, so an install in between counts."""
+    first = str(path_first) if path_first is not None else ""
+    if (python, first) not in _LOOKED:
+        _LOOKED[python, first] = _look(python, first)
+    looked = _LOOKED[python, first]
+    h = hashlib.sha256(json.dumps(looked[:2] if looked else ["unlooked", python, first]).encode())
+    # not one we can look into (it does not run, or says something else): keyed by where it lives
+    for entry in map(Path, looked[2] if looked else []):
+        h.update(b"\0entry\n")
+        with contextlib.suppress(OSError):
+            for name in sorted(os.listdir(entry)) if entry.is_dir() else []:
+                if name.endswith((".dist-info", ".egg-info", ".egg-link")):
+                    h.update(f"{name}\n".encode())
+                elif name.endswith(".pth") or name in ("sitecustomize.py", "usercustomize.py"):
+                    h.update(f"{name}\n".encode() + (entry / name).read_bytes())
+    return h.hexdigest()
+
+
+def _look(python: str, first: str) -> list | None:
+    """[version, cache tag, import path] of ``python`` (``first`` put first), or None."""
+    env = dict(os.environ)
+    if first:
+        env["PYTHONPATH"] = os.pathsep.join([first, *filter(None, [env.get("PYTHONPATH")])])
+    try:
+        out = subprocess.run([python, "-c", _LOOK], capture_output=True, text=True, env=env, timeout=60)
+        got = json.loads((out.stdout.strip().splitlines() or [""])[-1])
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    ok = (isinstance(got, list) and len(got) == 3 and all(isinstance(s, str) for s in got[:2])
+          and isinstance(got[2], list) and all(isinstance(s, str) and s for s in got[2]))
+    return got if ok else None
+
+
+NAMED_WHOLE = 1 << 20  # a named file up to this size is keyed by its bytes; a larger one (weights) by size and mtime
+
+
+def named_digest(strings: list[str]) -> str:
+    """What the paths among ``strings`` name, as the start-up reads it: each string (an option's
+    ``=`` value, each string inside a JSON value, each word of a named ``--config`` file) that
+    names an existing path gives its resolved path (the working directory enters here, for a
+    relative one) and its bytes; a folder (a model, a drafter), each entry's name and the bytes
+    of each file in it up to ``NAMED_WHOLE`` (config.json, the tokenizer's files). The release's
+    start-up reads the model's and drafter's configs, so an edited config.json asks anew."""
+    h, seen, todo = hashlib.sha256(), set(), list(strings)
+    while todo:
+        s = todo.pop(0)
+        if not isinstance(s, str) or not s or len(s) > 4096 or "\0" in s:
+            continue
+        if s.startswith("-") and "=" in s:
+            todo.append(s.split("=", 1)[1])
+            continue
+        if s[0] in "[{":
+            with contextlib.suppress(ValueError, RecursionError):
+                todo.extend(_strings(json.loads(s)))
+            continue
+        try:
+            path = Path(s).expanduser().resolve()
+            if path in seen or not path.exists():
+                continue
+            seen.add(path)
+            h.update(f"{s}\0{path}\n".encode())
+            if path.is_file():
+                data = _whole(path, h)
+                if data is not None:  # a --config file names paths too (one level: its words)
+                    todo.extend(re.findall(r"[^\s'\"=:,\[\]{}]+", data.decode("utf-8", "replace")))
+            elif path.is_dir():
+                for entry in sorted(path.iterdir())[:1000]:
+                    h.update(f"{entry.name}\n".encode())
+                    if entry.is_file():
+                        _whole(entry, h)
+        except (OSError, RuntimeError):
+            h.update(f"{s}\0unreadable\n".encode())
+    return h.hexdigest()
+
+
+def _whole(path: Path, h) -> bytes | None:
+    """Adds a file to ``h``: its bytes, or its size and mtime where larger than ``NAMED_WHOLE``."""
+    st = path.stat()
+    if st.st_size > NAMED_WHOLE:
+        h.update(f"{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        return None
+    data = path.read_bytes()
+    h.update(f"{len(data)}\n".encode() + data)
+    return data
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def load(path: Path) -> object:

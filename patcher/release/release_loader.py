@@ -17,7 +17,8 @@ release's answer where the engine imports, and patcher's rules only where it doe
 
 The answer is cached per release files (the bytes of every ``.py`` of the engine package,
 ``answers.files_digest``: ``patcher apply`` changes the key, a revert finds it again),
-interpreter, drafter config and header, target config and launch line
+interpreter (what it is, ``answers.interpreter_digest``, not where it lives), drafter header, drafter
+and target folders (``answers.named_digest``) and launch line
 (``$KIMI_PATCHER_CACHE/loader``): a second check of the same drafter answers without importing
 the engine. Where the engine does not import (a build stage without
 its dependencies, a bare ``--site`` tree, ``--engine-version`` alone), nothing of the release can
@@ -135,7 +136,8 @@ def ask_many(engine: str, python: str | None, site: Path, questions: list[Ask]) 
     reqs = [q.request() for q in questions]
     script = _script(child)
     release = kept.files_digest(site, None, spec.package)
-    paths = [CACHE / f"{_key(interpreter, site, release + script, r, q)}.json" for r, q in zip(reqs, questions)]
+    who = kept.interpreter_digest(interpreter, None if python else site)
+    paths = [CACHE / f"{_key(who, release + script, r, q)}.json" for r, q in zip(reqs, questions)]
     got: list[dict | None] = [_MISSED.get(p) or _valid(kept.load(p)) for p in paths]
     cached = [g is not None for g in got]
     todo = [i for i, g in enumerate(got) if g is None]
@@ -221,13 +223,11 @@ def _valid(got: object) -> dict | None:
     return got
 
 
-def _key(python: str, site: Path, release: str, req: dict, question: Ask) -> str:
-    """The release's files and our child's code (``release``), the interpreter, the request, and
-    the drafter's and target's config.json bytes (the engine reads them itself)."""
-    h = hashlib.sha256(json.dumps([python, str(site), release, req]).encode())
-    for folder in (question.drafter, question.target):
-        try:
-            h.update(folder.joinpath("config.json").read_bytes() if folder else b"\0none")
-        except OSError:
-            h.update(b"\0unreadable")
+def _key(interpreter: str, release: str, req: dict, question: Ask) -> str:
+    """The interpreter (``answers.interpreter_digest``), the release's files and our child's code
+    (``release``), the request, and what the drafter's and target's folders hold
+    (``answers.named_digest``: their config.json, which the engine reads itself, and a
+    ``trust_remote_code`` target's configuration code beside it)."""
+    h = hashlib.sha256(json.dumps([interpreter, release, req]).encode())
+    h.update(kept.named_digest([str(f) for f in (question.drafter, question.target) if f]).encode())
     return h.hexdigest()

@@ -36,7 +36,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -309,81 +308,20 @@ def _script(child: str) -> str:
 
 
 def _key(engine: str, req: dict, install: Install, python: str, environ: Mapping[str, str] | None = None) -> str:
-    """The release's files as installed, the interpreter, the request, the engine's variables the
-    start-up sees, the child that answers (a changed child asks anew) and what the line's paths
-    name (``_named``): not the working directory itself, which matters only through a relative
-    path, so one line asked from two checkouts is one answer."""
+    """The release's files as installed, the interpreter (what it is, ``answers.interpreter_digest``,
+    not where it lives), the request, the engine's variables the start-up sees, the child that
+    answers (a changed child asks anew) and what the line's paths name (``answers.named_digest``):
+    not the working directory itself, which matters only through a relative path, so one line
+    asked from two checkouts is one answer."""
     seen = _engine_env(engine, os.environ if environ is None else environ)
-    h = hashlib.sha256(json.dumps([python, str(install.site), req, sorted(seen.items())]).encode())
+    interpreter = kept.interpreter_digest(python, None if install.python else install.site)
+    h = hashlib.sha256(json.dumps([interpreter, req, sorted(seen.items())]).encode())
     child = engine_specs.spec(engine).launch.parser_child
     h.update(_script(child).encode() if child else b"\0no child")
     h.update(kept.files_digest(install.site, list(install.record), install.package).encode())
     strings = [*req["argv"], *(v for v in (req.get("env") or {}).values() if v), *seen.values()]
-    h.update(_named(strings).encode())
+    h.update(kept.named_digest(strings).encode())
     return h.hexdigest()
-
-
-NAMED_WHOLE = 1 << 20  # a named file up to this size is keyed by its bytes; a larger one (weights) by size and mtime
-
-
-def _named(strings: list[str]) -> str:
-    """What the paths among ``strings`` name, as the start-up reads it: each string (an option's
-    ``=`` value, each string inside a JSON value, each word of a named ``--config`` file) that
-    names an existing path gives its resolved path (the working directory enters here, for a
-    relative one) and its bytes; a folder (a model, a drafter), each entry's name and the bytes
-    of each file in it up to ``NAMED_WHOLE`` (config.json, the tokenizer's files). The release's
-    start-up reads the model's and drafter's configs, so an edited config.json asks anew."""
-    h, seen, todo = hashlib.sha256(), set(), list(strings)
-    while todo:
-        s = todo.pop(0)
-        if not isinstance(s, str) or not s or len(s) > 4096 or "\0" in s:
-            continue
-        if s.startswith("-") and "=" in s:
-            todo.append(s.split("=", 1)[1])
-            continue
-        if s[0] in "[{":
-            with contextlib.suppress(ValueError, RecursionError):
-                todo.extend(_strings(json.loads(s)))
-            continue
-        try:
-            path = Path(s).expanduser().resolve()
-            if path in seen or not path.exists():
-                continue
-            seen.add(path)
-            h.update(f"{s}\0{path}\n".encode())
-            if path.is_file():
-                data = _whole(path, h)
-                if data is not None:  # a --config file names paths too (one level: its words)
-                    todo.extend(re.findall(r"[^\s'\"=:,\[\]{}]+", data.decode("utf-8", "replace")))
-            elif path.is_dir():
-                for entry in sorted(path.iterdir())[:1000]:
-                    h.update(f"{entry.name}\n".encode())
-                    if entry.is_file():
-                        _whole(entry, h)
-        except (OSError, RuntimeError):
-            h.update(f"{s}\0unreadable\n".encode())
-    return h.hexdigest()
-
-
-def _whole(path: Path, h) -> bytes | None:
-    """Adds a file to ``h``: its bytes, or its size and mtime where larger than ``NAMED_WHOLE``."""
-    st = path.stat()
-    if st.st_size > NAMED_WHOLE:
-        h.update(f"{st.st_size}\0{st.st_mtime_ns}\n".encode())
-        return None
-    data = path.read_bytes()
-    h.update(f"{len(data)}\n".encode() + data)
-    return data
-
-
-def _strings(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
 
 
 def forget() -> None:
