@@ -143,3 +143,23 @@ def test_the_interpreter_is_keyed_by_what_it_is_not_where_it_lives(tmp_path: Pat
     if not others:
         pytest.skip("no other Python version on this machine")
     assert answers.interpreter_digest(str(others[0]), one) != base
+
+
+def test_an_answer_unused_for_a_month_is_pruned_and_one_read_is_kept(tmp_path: Path) -> None:
+    """Every change of a child's code or a release's files keys new answers; the old ones go once
+    neither written nor read for ``UNUSED_DAYS``, checked at most once a day per folder."""
+    folder = tmp_path / "launch"
+    month = answers.UNUSED_DAYS * 86400
+    old, read, fresh = (folder / f"{name}.json" for name in ("old", "read", "fresh"))
+    for path in (old, read):
+        answers.store(path, {"status": "parsed"})
+        os.utime(path, (1, 1))  # written long ago
+    (folder / ".pruned").unlink()  # the first store pruned (nothing was old then)
+    assert answers.load(read) == {"status": "parsed"}  # ... and read now
+    answers.store(fresh, {"status": "parsed"})
+    assert not old.exists() and read.exists() and fresh.exists()
+    os.utime(read, (1, 1))
+    answers.store(fresh, {"status": "parsed"})  # pruned less than a day ago: not again
+    assert read.exists()
+    answers.prune(folder, now=(folder / ".pruned").stat().st_mtime + 86401 + month)
+    assert not read.exists() and not fresh.exists()

@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(os.environ.get("KIMI_PATCHER_CACHE", Path.home() / ".cache" / "kimi-patcher"))
@@ -167,14 +168,20 @@ def _strings(value: object) -> list[str]:
     return []
 
 
+UNUSED_DAYS = 30  # an answer neither written nor read for this long goes (an old release's, our old code's)
+
+
 def load(path: Path) -> object:
     try:
-        return json.loads(path.read_text())
+        got = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    with contextlib.suppress(OSError):
+        os.utime(path)  # read: ``prune`` keeps it
+    return got
 
 
-def store(path: Path, got: dict) -> None:
+def store(path: Path, got: object) -> None:
     """Written whole or not at all; a cache that cannot be written only costs the next run time."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -182,4 +189,27 @@ def store(path: Path, got: dict) -> None:
             json.dump(got, tmp)
         os.replace(tmp.name, path)
     except OSError:
+        return
+    prune(path.parent)
+
+
+def prune(folder: Path, now: float | None = None) -> None:
+    """At most once a day per folder, remove the answers not used for ``UNUSED_DAYS``: every change of
+    our children's code or of a release's files keys new answers, and nothing else would ever remove
+    the old ones (a CI machine's cache grew by thousands a change)."""
+    now = time.time() if now is None else now
+    mark = folder / ".pruned"
+    try:
+        if now - mark.stat().st_mtime < 86400:
+            return
+    except FileNotFoundError:
         pass
+    except OSError:
+        return
+    with contextlib.suppress(OSError):
+        mark.touch()
+        for entry in os.scandir(folder):
+            if entry.name.endswith((".json", ".tmp")):
+                with contextlib.suppress(OSError):
+                    if now - entry.stat().st_mtime > UNUSED_DAYS * 86400:
+                        os.unlink(entry.path)
