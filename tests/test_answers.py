@@ -109,6 +109,7 @@ def _site(root: Path) -> Path:
     (site / "torch").mkdir()
     (site / "torch" / "__init__.py").write_text("")
     (site / "distutils-precedence.pth").write_text("import os\n")
+    (site / "checkout.pth").write_text("/work/main\n")
     (site / "sitecustomize.py").write_text("SHIMS = frozenset({'numba'})\n")
     return site
 
@@ -138,6 +139,7 @@ def test_the_interpreter_is_keyed_by_what_it_is_not_where_it_lives(tmp_path: Pat
     assert changes(lambda s: (s / "sitecustomize.py").write_text("SHIMS = frozenset()\n"))
     assert changes(lambda s: (s / "distutils-precedence.pth").write_text("import sys\n"))
     assert not changes(lambda s: (s / "torch" / "__init__.py").write_text("# a package's own code: keyed apart\n"))
+    assert not changes(lambda s: (s / "checkout.pth").write_text(f"{tmp_path}/another-clone\n"))  # a path it adds
     pythons = sorted(Path(sys.base_prefix).parent.glob("3.1[0-3]*/bin/python"))
     others = [p for p in pythons if not str(p).startswith(sys.base_prefix)]
     if not others:

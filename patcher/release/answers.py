@@ -67,12 +67,14 @@ _LOOKED: dict[tuple[str, str], list | None] = {}  # (python, path_first) -> [ver
 def interpreter_digest(python: str, path_first: Path | None = None) -> str:
     """What the interpreter a child runs in is, not where it lives: its version, then, per entry of
     its import path in order (``path_first`` put first, as the children run with ``--site``), the
-    names of the distributions there (``*.dist-info``: name and version), its ``.pth`` files'
-    bytes and its ``sitecustomize``/``usercustomize`` bytes (the CPU envs' shims). Two copies of one
-    environment (each test worker builds its own) are one interpreter; a torch or transformers
-    upgrade, an editable install or an edited shim is another. The engine's own code is keyed apart
-    (``files_digest``). The interpreter is started once per process (about 30 ms) for its version
-    and import path; what the path holds is read on every call, so an install in between counts."""
+    names of the distributions there (``*.dist-info``: name and version), its ``.pth`` files' code
+    (not the paths they add, which are entries of the path themselves: a clone of patcher installed
+    editable is one interpreter wherever it was cloned) and its ``sitecustomize``/``usercustomize``
+    bytes (the CPU envs' shims). Two copies of one environment (each test worker builds its own)
+    are one interpreter; a torch or transformers upgrade, an editable install or an edited shim is
+    another. The engine's own code is keyed apart (``files_digest``). The interpreter is started
+    once per process (about 30 ms) for its version and import path; what the path holds is read on
+    every call, so an install in between counts."""
     first = str(path_first) if path_first is not None else ""
     if (python, first) not in _LOOKED:
         _LOOKED[python, first] = _look(python, first)
@@ -85,8 +87,12 @@ def interpreter_digest(python: str, path_first: Path | None = None) -> str:
             for name in sorted(os.listdir(entry)) if entry.is_dir() else []:
                 if name.endswith((".dist-info", ".egg-info", ".egg-link")):
                     h.update(f"{name}\n".encode())
-                elif name.endswith(".pth") or name in ("sitecustomize.py", "usercustomize.py"):
+                elif name in ("sitecustomize.py", "usercustomize.py"):
                     h.update(f"{name}\n".encode() + (entry / name).read_bytes())
+                elif name.endswith(".pth"):  # its code; a path it adds is an entry of the import path
+                    code = [ln for ln in (entry / name).read_text(errors="replace").splitlines()
+                            if ln.startswith(("import ", "import\t"))]
+                    h.update(f"{name}\n{code}\n".encode())
     return h.hexdigest()
 
 
