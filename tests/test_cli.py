@@ -110,7 +110,9 @@ def test_python_and_site_together_is_a_usage_error(tmp_path):
 def test_neither_engine_hint_names_the_flag_given(tmp_path):
     code, _, err = cli("verify", "--site", tmp_path)
     assert code == 2 and err.splitlines() == [
-        "error: neither vllm nor sglang is installed", f"  found:  site: {tmp_path}",
+        "error: neither vllm nor sglang is installed",
+        "  wanted: a distribution of vllm or sglang in the environment patcher reads",
+        f"  found:  none (site: {tmp_path})",
         "  hint:   point --site at the environment that runs the engine"]
 
 

@@ -220,7 +220,7 @@ def test_site_without_the_engine_is_an_error_not_none_installed(tmp_path: Path) 
                          detect=__import__("patcher.drafter.locate", fromlist=["x"]).drafter_detect)
     assert (code, out) == (2, "")
     assert err.splitlines()[:2] == ["error: neither sglang nor vllm is installed there",
-                                    "  wanted: an sglang or vllm distribution"]
+                                    "  wanted: a distribution of sglang or vllm"]
 
 
 def test_python_and_site_together_are_a_usage_error(tmp_path: Path) -> None:

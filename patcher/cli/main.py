@@ -217,7 +217,9 @@ def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not reports:  # several engines in scope, none installed
         given = "--python" if opts.python else "--site" if opts.site else None
         raise NotInstalled(f"neither {' nor '.join(scope)} is installed",
-                           found=f"site: {opts.site}" if opts.site else f"python: {opts.python or sys.executable}",
+                           wanted=f"a distribution of {' or '.join(scope)} in the environment patcher reads",
+                           found="none (" + (f"site: {opts.site}" if opts.site
+                                             else f"python: {opts.python or sys.executable}") + ")",
                            hint=f"point {given} at the environment that runs the engine" if given
                            else "pass --python or --site for the engine's environment")
     code = max(r.exit_code(opts.strict) for r in reports)

@@ -39,7 +39,7 @@ def drafter_detect(engine: str | None, python: str | None = None, site: Path | N
         if engine is None:
             where = f"site: {site}" if site is not None else f"python: {python}"
             raise NotInstalled(f"neither {' nor '.join(names)} is installed there",
-                               wanted=f"an {' or '.join(names)} distribution",
+                               wanted=f"a distribution of {' or '.join(names)}",
                                found=f"none ({where})", hint="pass the interpreter or site-packages of the "
                                                               "environment that runs the engine")
         assert missing is not None
