@@ -134,18 +134,35 @@ VLLM_STARTUP_ROWS = [
      {"target": "target-ct"}),
 ]
 
+# SGLang's (the same shape; changes: "config" moves the speculative options into a YAML file named
+# by "--config FILE" ("space") or "--config=FILE" ("equals"), which the release merges only in the
+# space form; a method of None leaves --speculative-algorithm out, with the draft path kept).
+SGLANG_STARTUP_ROWS = [
+    ("a draft window of 0", "well-formed", "EAGLE3", ["--speculative-draft-window-size", "0"], {}, {}),
+    ("a draft path, no algorithm", "well-formed", None, [], {}, {}),
+    ("speculative options in --config FILE", "well-formed", "EAGLE3", [], {}, {"config": "space"}),
+    ("speculative options in --config=FILE", "well-formed", "EAGLE3", [], {}, {"config": "equals"}),
+    ("topk 4 with page size 16 on triton", "well-formed", "EAGLE3",
+     ["--speculative-eagle-topk", "4", "--page-size", "16"], {}, {}),
+]
+
 
 def line(engine: str, target: str, drafter: str | None, method: str | None, extra: list[str],
          changes: dict | None = None) -> list[str]:
     if engine == "sglang":
-        out = ["python3", "-m", "sglang.launch_server", "--model-path", target, "--speculative-algorithm", method,
-               "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
-               "4", "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
-               "--mem-fraction-static", "0.15", "--disable-cuda-graph", "--random-seed", "0", "--log-level",
-               "warning"]
-        if drafter:
-            out += ["--speculative-draft-model-path", drafter]
-        return out + extra
+        spec = [*(["--speculative-algorithm", method] if method else []),
+                *(["--speculative-draft-model-path", drafter] if drafter else []),
+                "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+        config = (changes or {}).get("config")
+        if config:  # the speculative options as YAML, beside the target
+            path = os.path.join(os.path.dirname(target), f"spec-{config}.yaml")
+            with open(path, "w") as fh:
+                fh.writelines(f"{k[2:]}: {json.dumps(v)}\n" for k, v in zip(spec[::2], spec[1::2]))
+            spec = ["--config", path] if config == "space" else [f"--config={path}"]
+        return ["python3", "-m", "sglang.launch_server", "--model-path", target, *spec,
+                "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
+                "--mem-fraction-static", "0.15", "--disable-cuda-graph", "--random-seed", "0", "--log-level",
+                "warning", *extra]
     spec = {"method": method, "model": drafter, "num_speculative_tokens": 3, **(changes or {})}
     spec = {k: v for k, v in spec.items() if v is not None}
     return ["vllm", "serve", target, "--speculative-config", json.dumps(spec), "--enforce-eager",
@@ -197,7 +214,8 @@ def as_trained(row: dict, outcome: dict) -> tuple[bool, str]:
     """Whether the engine ran the drafter as trained, and why not."""
     if outcome.get("stage") != "ran":
         return False, f"refused at {outcome.get('stage')}: {outcome.get('error', '')[:200]}"
-    method = outcome.get("method") or row["method"]  # the engine's own, where it took it from elsewhere
+    # the engine's own (None: no speculative decoding), where it took it from elsewhere (issue 53)
+    method = outcome["method"] if "method" in outcome else row["method"]
     if str(method).upper() != "EAGLE3":
         return False, f"ran {method}: no aux capture, fc never applied"
     w = outcome.get("weights")
@@ -216,7 +234,7 @@ def grid(args) -> int:
     t0 = time.time()
     target = os.path.join(args.models, "target")
     drafters = variants(args.models)
-    table = SGLANG_ROWS if args.engine == "sglang" else VLLM_ROWS + VLLM_STARTUP_ROWS
+    table = SGLANG_ROWS + SGLANG_STARTUP_ROWS if args.engine == "sglang" else VLLM_ROWS + VLLM_STARTUP_ROWS
     targets = {"target": target}
     if args.engine == "vllm":
         targets["target-ct"] = compressed_tensors_target(args.models)
@@ -376,6 +394,7 @@ def engine_sglang(row: dict) -> int:
         engine = sglang.Engine(server_args=args)
     except BaseException as exc:  # noqa: BLE001
         return _outcome(stage="start-up or load", error=f"{type(exc).__name__}: {exc}")
+    method = getattr(getattr(engine, "server_args", args), "speculative_algorithm", None)  # as resolved
     try:
         outs = engine.generate(prompt=PROMPTS, sampling_params={"temperature": 0.0, "max_new_tokens": 16,
                                                                  "ignore_eos": True})
@@ -384,7 +403,8 @@ def engine_sglang(row: dict) -> int:
     tokens = sum(o["meta_info"]["completion_tokens"] for o in outs)
     verify = sum(o["meta_info"].get("spec_verify_ct", 0) for o in outs)
     engine.shutdown()
-    return _outcome(stage="ran", tokens=tokens, accept=round(tokens / verify, 3) if verify else None)
+    return _outcome(stage="ran", tokens=tokens, accept=round(tokens / verify, 3) if verify else None,
+                    method=str(method) if method is not None else None)
 
 
 def engine_vllm(row: dict) -> int:

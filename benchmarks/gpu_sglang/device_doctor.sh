@@ -14,6 +14,9 @@ else
 fi
 export PYTHONPATH=$(ls $T/py/*.whl | tr '\n' ':')$PWD:$PYTHONPATH
 [[ -f /tmp/m/drafter/config.json ]] || python3 $T/make_models.py /tmp/m || exit 1
+# The unpacked tree has no bytecode and doctor's children write none: compile it once, here, on 16
+# cores (cold, doctor took 28-92 s per line on this host; vLLM's call of 6 December).
+python3 -m compileall -q -j 16 /tmp/site/sglang >/dev/null 2>&1; echo "== compiled t=$((SECONDS-t0))"
 nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader
 run_grid() {  # STATE ONLY
   echo "== grid $1 t=$((SECONDS-t0))"
