@@ -170,3 +170,43 @@ def test_sglang_s_start_up_refusals_and_its_own_fusion_choice(tmp_path: Path, ve
                 _, doc = _doctor(python, *words, gpu=gpu)
                 fusion = {f["code"]: f for f in doc["findings"]}["launch.allreduce_fusion"]
                 assert fusion["level"] == "ok" and "leaves the allreduce fusion off" in fusion["message"], fusion
+
+
+def _config_lines(engine: str, target: Path, drafter: Path, folder: Path) -> tuple[list[str], Path]:
+    """A server line without speculative options, and a config file holding them, as each engine's
+    ``--config`` takes it (YAML: option names without their dashes)."""
+    path = folder / "serve.yaml"
+    if engine == "sglang":
+        path.write_text(f"speculative-algorithm: EAGLE3\nspeculative-draft-model-path: {drafter}\n")
+        return ["python", "-m", "sglang.launch_server", "--model-path", str(target), "--tp", "8"], path
+    path.write_text("tensor-parallel-size: 4\n")
+    return ["vllm", "serve", str(target)], path
+
+
+@pytest.mark.parametrize("engine,version", [
+    *(pytest.param("vllm", p.values[0], marks=p.marks, id=f"vllm-{p.values[0]}") for p in RELEASES),
+    *(pytest.param("sglang", p.values[0], marks=p.marks, id=f"sglang-{p.values[0]}") for p in SGLANG)])
+def test_a_config_file_named_in_one_word_is_not_merged_and_doctor_says_so(tmp_path: Path, engine: str,
+                                                                          version: str) -> None:
+    """Found on a GPU (SGLang 0.5.13.post1): with ``--config=FILE`` the server ran without the
+    speculative options the file held, and doctor said go. The release's own reading of the two
+    spellings is the truth: they differ, and doctor says no-go naming what the file would set; in
+    two words the file is merged and nothing is said of it."""
+    target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
+    drafter = rd.specforge_kimi(tmp_path)
+    head, config = _config_lines(engine, target, drafter, tmp_path)
+    one, two = [*head, f"--config={config}"], [*head, "--config", str(config)]
+    with cpu_env.using(engine, version, log=progress.say) as python:
+        install = engines.find_first([engine], python=str(python))[0]
+        assert install is not None
+        (_, alone), (merged_cmd, merged) = release_parser.read_many([parse(one), parse(two)], install)
+        assert alone.status == merged.status == "parsed", (alone, merged)
+        code, doc = _doctor(python, *one)
+        said = {f["code"]: f for f in doc["findings"]}
+        _, doc_two = _doctor(python, *two)
+    found = said.get("launch.config")
+    assert found is not None and (code, found["level"]) == (1, "problem"), said.get("launch.config")
+    assert found["found"] == f"--config={config}" and found["wanted"] == f"--config {config}"
+    named = "--speculative-algorithm" if engine == "sglang" else "--tensor-parallel-size"
+    assert named in found["message"] and named in merged_cmd.argv, (found, merged_cmd.argv)
+    assert "launch.config" not in {f["code"] for f in doc_two["findings"]}
