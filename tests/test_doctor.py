@@ -23,7 +23,7 @@ from patcher.engine_specs import base
 from patcher.engine_specs.sglang import launch as sglang_launch
 from patcher.engine_specs.vllm import launch as vllm_launch
 from patcher.errors import LaunchUsageError
-from patcher.launch import command_checks
+from patcher.launch import command_checks, config_file
 from patcher.maintainer import wheels
 from patcher.release.launch_command import parse
 from patcher.release.release import FamilyState, from_version
@@ -79,6 +79,30 @@ def vllm_spec(drafter: Path | str) -> str:
 
 
 # --- the command, read as the engine reads it ---------------------------------------------------
+
+@pytest.mark.parametrize("written,token", [
+    (["--config=/c.yaml"], "--config=/c.yaml"),
+    (["--conf", "/c.yaml"], "--conf"),
+    (["--confi=/c.yaml"], "--confi=/c.yaml"),
+])
+def test_a_config_file_spelled_otherwise_is_respelled_as_the_release_merges_it(written: list[str],
+                                                                               token: str) -> None:
+    """Which spellings the release reads a second time (its own two readings then decide: the wheel
+    test in test_doctor_startup): each becomes ``--config FILE`` in its place, the rest untouched."""
+    cmd = parse(["vllm", "serve", "/m", *written, "-tp", "8"])
+    spelled = config_file.respelled(cmd)
+    assert spelled is not None and (spelled.written, spelled.path) == (token, "/c.yaml")
+    assert spelled.command.argv[-4:] == ("--config", "/c.yaml", "-tp", "8"), spelled.command.argv
+
+
+@pytest.mark.parametrize("written", [
+    ["--config", "/c.yaml"],  # merged as written
+    ["--config=/a.yaml", "--config=/b.yaml"],  # two: the release's parser says what it does
+    ["--c", "/c.yaml"], ["--context-length", "8"], ["--conf"],  # not the config option, or no file
+])
+def test_a_line_the_release_merges_or_that_names_no_one_file_is_read_once(written: list[str]) -> None:
+    assert config_file.respelled(parse(["vllm", "serve", "/m", *written])) is None
+
 
 def test_vllm_serve_positional_model_short_tp_and_underscore_spelling() -> None:
     cmd = parse(["VLLM_USE_V2_MODEL_RUNNER=1", "vllm", "serve", "/m/kimi", "--speculative_config",

@@ -21,7 +21,7 @@ from patcher.environment import engines
 from patcher.maintainer import cpu_env
 from patcher.release import release_parser
 from patcher.release.launch_command import parse
-from tests.support import progress
+from tests.support import progress, recorded
 from tests.support import real_drafters as rd
 
 pytestmark = [pytest.mark.wheels, pytest.mark.cpuenv]
@@ -34,6 +34,20 @@ RELEASES = [pytest.param("0.34.0"), pytest.param("0.22.1", marks=pytest.mark.ful
 SGLANG = [pytest.param("0.5.23"), pytest.param("0.5.13.post1", marks=pytest.mark.full)]
 
 
+def _kimi_k2(folder: Path) -> Path:
+    return rd.kimi_target(folder, "kimi-k2", k25=False)
+
+
+def _thinking(folder: Path) -> Path:
+    """Kimi-K2-Thinking's config: the target's, its checkpoint compressed-tensors."""
+    config = json.loads((_kimi_k2(folder / "base") / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                     "config_groups": {}}
+    (folder / "kimi-k2-thinking").mkdir()
+    (folder / "kimi-k2-thinking" / "config.json").write_text(json.dumps(config))
+    return folder / "kimi-k2-thinking"
+
+
 def _doctor(python: Path, *line: str, gpu: str | None = None) -> tuple[int, dict]:
     out = io.StringIO()
     code = main(["doctor", "--json", "--python", str(python), *(["--gpu", gpu] if gpu else []), "--", *line],
@@ -43,20 +57,13 @@ def _doctor(python: Path, *line: str, gpu: str | None = None) -> tuple[int, dict
 
 @pytest.mark.parametrize("version", RELEASES)
 def test_the_release_s_start_up_refusals_are_no_go_in_its_own_words(tmp_path: Path, version: str) -> None:
-    target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
-    drafter = rd.specforge_kimi(tmp_path)
+    target, drafter, thinking = recorded.settled_paths(tmp_path, _kimi_k2, rd.specforge_kimi, _thinking)
 
     def line(**spec: object) -> list[str]:
         return ["vllm", "serve", str(target), "-tp", "8", "--speculative-config",
                 json.dumps({"method": "eagle3", "model": str(drafter), **spec})]
 
     # Kimi-K2-Thinking's checkpoint is compressed-tensors: --quantization fp8 on it (the field report)
-    thinking = tmp_path / "kimi-k2-thinking"
-    thinking.mkdir()
-    config = json.loads((target / "config.json").read_text())
-    config["quantization_config"] = {"quant_method": "compressed-tensors", "format": "pack-quantized",
-                                     "config_groups": {}}
-    (thinking / "config.json").write_text(json.dumps(config))
     fp8 = ["vllm", "serve", str(thinking), "-tp", "8", "--quantization", "fp8", "--speculative-config",
            json.dumps({"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 3})]
     refused = {  # what the release's words name, each line otherwise the accepted one
@@ -94,11 +101,16 @@ def test_what_vllm_infers_is_what_doctor_judges(tmp_path: Path, version: str) ->
     """A speculators drafter served as the model is EAGLE-3 with its verifier (vLLM's own override),
     and a --speculative-config without "method" runs the method the release picks: doctor judges
     the launch the release resolved, whatever the line left out (issue 53, item 2)."""
-    target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
-    drafter = rd.speculators_kimi(tmp_path)
-    config = json.loads((drafter / "config.json").read_text())
-    config["speculators_config"]["verifier"]["name_or_path"] = str(target)  # trained from a local copy
-    (drafter / "config.json").write_text(json.dumps(config))
+    (target,) = recorded.settled_paths(tmp_path / "target", _kimi_k2)
+
+    def trained_from_it(folder: Path) -> Path:  # a drafter trained from the local copy, at its settled path
+        drafter = rd.speculators_kimi(folder)
+        config = json.loads((drafter / "config.json").read_text())
+        config["speculators_config"]["verifier"]["name_or_path"] = str(target)
+        (drafter / "config.json").write_text(json.dumps(config))
+        return drafter
+
+    (drafter,) = recorded.settled_paths(tmp_path / "drafter", trained_from_it)
     served = ["vllm", "serve", str(drafter)]
     no_method = ["vllm", "serve", str(target), "--speculative-config",
                  json.dumps({"model": str(drafter), "num_speculative_tokens": 3})]
@@ -128,8 +140,7 @@ def test_what_vllm_infers_is_what_doctor_judges(tmp_path: Path, version: str) ->
 
 @pytest.mark.parametrize("version", SGLANG)
 def test_sglang_s_start_up_refusals_and_its_own_fusion_choice(tmp_path: Path, version: str) -> None:
-    target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
-    drafter = rd.specforge_kimi(tmp_path)
+    target, drafter = recorded.settled_paths(tmp_path, _kimi_k2, rd.specforge_kimi)
     accepted = ["python", "-m", "sglang.launch_server", "--model-path", str(target), "--tp", "8",
                 "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(drafter)]
     refused = {  # what the release's words name; each line otherwise the accepted one
@@ -189,24 +200,36 @@ def _config_lines(engine: str, target: Path, drafter: Path, folder: Path) -> tup
 def test_a_config_file_named_in_one_word_is_not_merged_and_doctor_says_so(tmp_path: Path, engine: str,
                                                                           version: str) -> None:
     """Found on a GPU (SGLang 0.5.13.post1): with ``--config=FILE`` the server ran without the
-    speculative options the file held, and doctor said go. The release's own reading of the two
-    spellings is the truth: they differ, and doctor says no-go naming what the file would set; in
-    two words the file is merged and nothing is said of it."""
-    target = rd.kimi_target(tmp_path, "kimi-k2", k25=False)
-    drafter = rd.specforge_kimi(tmp_path)
-    head, config = _config_lines(engine, target, drafter, tmp_path)
-    one, two = [*head, f"--config={config}"], [*head, "--config", str(config)]
+    speculative options the file held, and doctor said go. The release's own reading of the
+    spellings is the truth: where it parses ``--config=FILE`` (or the abbreviation ``--conf FILE``)
+    and its reading differs from the two-word one, doctor says no-go naming what the file would
+    set; where it refuses the abbreviation (ambiguous), the parse says so and nothing of the file;
+    in two words the file is merged and nothing is said of it."""
+    target, drafter = recorded.settled_paths(tmp_path, _kimi_k2, rd.specforge_kimi)
+    (tmp_path / "config").mkdir()
+    head, config = _config_lines(engine, target, drafter, tmp_path / "config")
+    config = recorded.settled(tmp_path / "config") / config.name  # the same line each run: its answer is kept
+    two = [*head, "--config", str(config)]
+    spellings = {f"--config={config}": [f"--config={config}"], "--conf": ["--conf", str(config)]}
     with cpu_env.using(engine, version, log=progress.say) as python:
         install = engines.find_first([engine], python=str(python))[0]
         assert install is not None
-        (_, alone), (merged_cmd, merged) = release_parser.read_many([parse(one), parse(two)], install)
-        assert alone.status == merged.status == "parsed", (alone, merged)
-        code, doc = _doctor(python, *one)
-        said = {f["code"]: f for f in doc["findings"]}
+        (merged_cmd, merged), *alone = release_parser.read_many(
+            [parse(two), *(parse([*head, *words]) for words in spellings.values())], install)
+        assert merged.status == "parsed", merged
+        assert alone[0][1].status == "parsed", alone[0]  # every release takes the one-word form
+        said = {token: _doctor(python, *head, *words) for token, words in spellings.items()}
         _, doc_two = _doctor(python, *two)
-    found = said.get("launch.config")
-    assert found is not None and (code, found["level"]) == (1, "problem"), said.get("launch.config")
-    assert found["found"] == f"--config={config}" and found["wanted"] == f"--config {config}"
     named = "--speculative-algorithm" if engine == "sglang" else "--tensor-parallel-size"
-    assert named in found["message"] and named in merged_cmd.argv, (found, merged_cmd.argv)
+    assert named in merged_cmd.argv, merged_cmd.argv
+    for (token, (code, doc)), (_, reading) in zip(said.items(), alone):
+        found = {f["code"]: f for f in doc["findings"]}
+        if reading.status == "parsed":
+            got = found.get("launch.config")
+            assert got is not None and (code, got["level"]) == (1, "problem"), (token, got)
+            assert got["found"] == token and got["wanted"] == f"--config {config}", got
+            assert named in got["message"], got
+        else:  # the release stops at argument parsing: that is the reason, not the file
+            assert reading.status == "rejected" and code == 1, (token, reading)
+            assert found["launch.parse"]["level"] == "problem" and "launch.config" not in found, found
     assert "launch.config" not in {f["code"] for f in doc_two["findings"]}

@@ -4,10 +4,10 @@ Built on the other commands, never beside them: the engine state is ``actions.ve
 (probes only when asked), the drafter is judged by the drafter check's own entry point
 (``drafter.checks.check_drafter``) with the command's flags, and what only the whole command
 shows comes from two places: the shared checks (how the line was read, the method, paths that do
-not exist, the environment variables the release reads: ``command_checks``; another engine than
-the one installed: here), and the engine module's own (``Launch.checks``, each handed a
-``LaunchContext``: vLLM's model runner, SGLang's allreduce fusion and two-batch overlap).
-Returns a report; never prints.
+not exist, the environment variables the release reads: ``command_checks``; a config file the
+release does not merge: ``config_file``; another engine than the one installed: here), and the
+engine module's own (``Launch.checks``, each handed a ``LaunchContext``: vLLM's model runner,
+SGLang's allreduce fusion and two-batch overlap). Returns a report; never prints.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from patcher.environment import engines, gpus
 from patcher.errors import NotInstalled, PatcherError
 from patcher.findings import PROBLEM, UNKNOWN, Finding, ok, problem
 from patcher.installer import actions
-from patcher.launch import command_checks, reading_checks
+from patcher.launch import command_checks, config_file, reading_checks
 from patcher.launch.meets import NO, YES, FamilyMeet, MeetContext, judge
 from patcher.release import release_loader, release_parser
 from patcher.release.launch_command import LaunchCommand, effective_env
@@ -157,10 +157,11 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     gpu = gpu if gpu is not None else gpus.major()
     stage(f"reading the line with {release.label()}'s own parser and start-up configuration (the first time "
           "for a line, it imports the engine)")
-    written, two_words = cmd, _config_in_two_words(cmd)
-    (cmd, reading), *again = release_parser.read_many([cmd, *([two_words] if two_words else [])], install, gpu, env)
+    spelled = config_file.respelled(cmd)  # read as written, and with its config file merged
+    (cmd, reading), *merged = release_parser.read_many([cmd, *([spelled.command] if spelled else [])],
+                                                       install, gpu, env)
     launch.append(reading_checks.reading_finding(reading, release))
-    launch += _unmerged_config(written, cmd, reading, again, release)
+    launch += config_file.unmerged(spelled, cmd, reading, merged[0] if merged else None, release)
     launch += reading_checks.startup_findings(reading, release)
     if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs
         return DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
@@ -182,8 +183,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     for check in cmd.spec.launch.checks:  # what the engine's server does with the whole command
         launch += check(context)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
-                       launch, target_config=target, probes=probes, strict=strict,
-                       gpu=gpu)
+                       launch, target_config=target, probes=probes, strict=strict, gpu=gpu)
     stops = reading.startup is not None and reading.startup["status"] == "refused"  # before any weight
     stage(f"asking {release.label()}'s own loader about the drafter")
     runner = cmd.spec.launch.runner(context) if cmd.spec.launch.runner is not None else None
@@ -191,47 +191,6 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
                    if method.kind == command_checks.EAGLE and not stops else [])
     _judge_families(doc, context, tuple(as_given))
     return doc
-
-
-def _config_in_two_words(cmd: LaunchCommand) -> LaunchCommand | None:
-    """The line with its one ``--config=FILE`` written ``--config FILE``, or None where it has none."""
-    at = [i for i, token in enumerate(cmd.argv) if token.startswith("--config=")]
-    if len(at) != 1:
-        return None
-    token = cmd.argv[at[0]]
-    return replace(cmd, argv=(*cmd.argv[:at[0]], "--config", token.split("=", 1)[1], *cmd.argv[at[0] + 1:]))
-
-
-def _unmerged_config(written: LaunchCommand, read: LaunchCommand, reading: release_parser.Reading,
-                     again: list[tuple[LaunchCommand, release_parser.Reading]], release: Release) -> list[Finding]:
-    """A config file named ``--config=FILE``. Both engines merge a config file into the line before
-    their parser runs, and neither looks for the one-word form: their parser then takes the path
-    as a plain option and what the file sets is silently not applied (on a GPU, SGLang 0.5.13.post1
-    ran without speculative decoding; issue 53). Not a rule of ours: the release reads the line a
-    second time with the file in two words, and only where the two readings differ is it a no-go."""
-    if not again or reading.status != "parsed" or again[0][1].status != "parsed":
-        return []
-    merged = again[0][0]
-    if merged.argv == read.argv:
-        return []
-    token = next(t for t in written.argv if t.startswith("--config="))
-    lost = [pair for pair in _options(merged.argv) if pair not in _options(read.argv)]
-    return [problem("launch.config", f"{release.label()} merges a config file only where the line names it in two "
-                    f"words: it reads '{token}' as a plain option, so what the file sets is not applied "
-                    f"({', '.join(lost) or 'other values'}, read from it with '--config FILE')",
-                    wanted=f"--config {token.split('=', 1)[1]}", found=token,
-                    hint="write the option and the file's path as two words")]
-
-
-def _options(argv: tuple[str, ...]) -> list[str]:
-    """A canonical argv (``release_parser.canonical``: an option, then its value unless a switch) as
-    'option value' words."""
-    out, i = [], 0
-    while i < len(argv):
-        takes = i + 1 < len(argv) and not argv[i + 1].startswith("--")
-        out.append(f"{argv[i]} {argv[i + 1]}" if takes else argv[i])
-        i += 2 if takes else 1
-    return out
 
 
 def _judge_families(doc: DoctorReport, context: LaunchContext, as_given: tuple[str, ...]) -> None:

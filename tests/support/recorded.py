@@ -177,7 +177,7 @@ def settled_paths(tmp_path: Path, *writers) -> tuple[Path, ...]:
     """What each ``writer(folder)`` writes (it returns the path it made), settled together at a
     path named by their bytes (``settled``): the paths there, in order."""
     made = tmp_path / "inputs"
-    made.mkdir()
+    made.mkdir(parents=True)
     paths = [writer(made) for writer in writers]
     home = settled(made)
     return tuple(home / path.relative_to(made) for path in paths)
