@@ -223,3 +223,25 @@ def test_environment_values_are_parsed_as_the_release_parses_them(engine: str, v
         assert bad.raises.startswith("ValueError") and not bad.ignored
     else:  # EnvBool: a warning, and the default
         assert bad.ignored and not bad.raises
+
+
+def test_a_release_file_is_read_once_per_state_and_anew_after_a_write(tmp_path: Path) -> None:
+    """``base.read_once``: doctor asks the same file many times; apply and revert write it anew
+    (``os.replace``, as ``patcher apply`` does), and the next reading is of the new bytes."""
+    path = tmp_path / "envs.py"
+    name = "VLLM_USE_V2_MODEL_RUNNER"
+    path.write_text(f'environment_variables = {{"{name}": lambda: os.getenv("{name}", "0")}}\n')
+    calls: list[str] = []
+
+    def reader(p: Path) -> tuple[str, ...]:
+        calls.append(str(p))
+        return tuple(vllm_launch.getenv_defaults(p).items())
+
+    first = base.read_once(reader, path)
+    assert base.read_once(reader, path) == first == ((name, "0"),) and len(calls) == 1
+    staged = tmp_path / "envs.py.new"
+    staged.write_text(path.read_text().replace('"0")', '"1")'))  # the same size: only the state tells
+    staged.replace(path)
+    assert base.read_once(reader, path) == ((name, "1"),) and len(calls) == 2
+    path.unlink()
+    assert base.read_once(reader, path) == () and len(calls) == 3, "a missing file is read (and not kept)"

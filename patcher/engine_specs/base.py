@@ -369,6 +369,26 @@ def other_draft_path(where: str, named: str, drafter: Path) -> Finding:
 
 # --- reading a release's files: its syntax tree, never an import ------------------------------------
 
+_READ: dict[tuple, Any] = {}
+
+
+def read_once(reader: Callable[[Path], Any], path: Path) -> Any:
+    """``reader(path)``, read once per process for each state of the file (its inode, size and
+    mtime): doctor and the drafter check ask the same release file many times per launch, and
+    ``apply``/``revert`` write a file anew (a new state), so a patched file is never answered from
+    its published reading. ``reader`` returns a value nobody mutates (a frozenset, a bool, a tuple)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return reader(path)
+    key = (reader, str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _READ:
+        if len(_READ) > 512:
+            _READ.clear()
+        _READ[key] = reader(path)
+    return _READ[key]
+
+
 def parse_file(path: Path) -> ast.Module | None:
     try:
         return ast.parse(path.read_text(encoding="utf-8"))

@@ -26,22 +26,49 @@ def folder(kind: str) -> Path:
     return ROOT / kind
 
 
+def _py_stats(top: str, rels: list[str]) -> list[tuple[str, os.stat_result]]:
+    out = []
+    for rel in rels:
+        if rel.endswith(".py"):
+            try:
+                out.append((rel, os.stat(f"{top}/{rel}")))
+            except OSError:
+                continue
+    return out
+
+
+def _py_listing(top: str, package: str) -> list[tuple[str, os.stat_result]]:
+    """Every ``.py`` under ``top/package`` (``__pycache__`` left out), as a path relative to ``top``
+    and its stat; a link to a folder is not followed (as ``os.walk`` does not)."""
+    out, folders = [], [package]
+    while folders:
+        rel = folders.pop()
+        try:
+            entries = list(os.scandir(f"{top}/{rel}"))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        folders.append(f"{rel}/{entry.name}")
+                elif entry.name.endswith(".py"):
+                    out.append((f"{rel}/{entry.name}", entry.stat()))
+            except OSError:
+                continue
+    return out
+
+
 def files_digest(site: Path, rels: list[str] | None, package: str) -> str:
     """What every ``.py`` of the release holds (``rels``: its RECORD's paths; None: walk the package
     folder), by content: ``patcher apply`` changes it, and a revert (or a reinstall of the same
     release), which writes the same bytes back, finds the answers asked before. The bytes are read
     once per listing of (path, size, mtime): the content hash is kept under that listing's hash."""
-    if rels is None:
-        rels = []
-        for dirpath, dirnames, filenames in os.walk(site / package):
-            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-            rels += [os.path.relpath(os.path.join(dirpath, n), site) for n in filenames]
+    # Strings, not Paths: every key asked in a process lists a few thousand files (doctor, the tests).
+    top = str(site)
+    listed = _py_listing(top, package) if rels is None else _py_stats(top, rels)
     listing, present = hashlib.sha256(), []
-    for rel in sorted(r for r in rels if r.endswith(".py")):
-        try:
-            st = (site / rel).stat()
-        except OSError:
-            continue
+    for rel, st in sorted(listed):
         listing.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
         present.append(rel)
     memo = folder("digests") / f"{listing.hexdigest()}.json"

@@ -19,6 +19,7 @@ that does not fit. Values are random, so the oracle can tell which tensor filled
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import struct
@@ -188,22 +189,25 @@ def cases(layout: Layout) -> list[Case]:
 
 def write(folder: Path, layout: Layout, case: Case, seed: int = 0) -> Path:
     """The case's drafter: config.json and one safetensors file of random values."""
-    rng = random.Random(f"{case.name}/{seed}")
     tensors = case.mutate(dict(layout.tensors))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(layout.config, indent=1))
+    (folder / "model.safetensors").write_bytes(_safetensors(case.name, seed, json.dumps(sorted(tensors.items()))))
+    return folder
+
+
+@functools.lru_cache(maxsize=256)
+def _safetensors(case: str, seed: int, tensors: str) -> bytes:
+    """The file's bytes, a function of its arguments only (a test writes the same grid for the
+    published and the patched release: made once)."""
+    rng = random.Random(f"{case}/{seed}")
     infos, blobs, offset = [], [], 0
-    for name in sorted(tensors):
-        shape, dtype = tensors[name]
-        blob = _random(rng, shape, dtype, name)
+    for name, (shape, dtype) in json.loads(tensors):
+        blob = _random(rng, tuple(shape), dtype, name)
         infos.append(TensorInfo(name, dtype, tuple(shape), offset, offset + len(blob)))
         blobs.append(blob)
         offset += len(blob)
-    with open(folder / "model.safetensors", "wb") as fh:
-        fh.write(encode_header(infos, {"format": "pt"}))
-        for blob in blobs:
-            fh.write(blob)
-    return folder
+    return encode_header(infos, {"format": "pt"}) + b"".join(blobs)
 
 
 def _random(rng: random.Random, shape: tuple[int, ...], dtype: str, name: str) -> bytes:

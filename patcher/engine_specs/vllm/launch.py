@@ -37,6 +37,7 @@ from patcher.engine_specs.base import (
     contains,
     definitions,
     parse_file,
+    read_once,
 )
 from patcher.findings import Finding, hint, ok, problem
 
@@ -52,7 +53,7 @@ PLATFORM_FILE = "vllm/platforms/interface.py"
 
 
 def read(site: Path) -> dict[str, EnvVar]:
-    declared = getenv_defaults(site / ENVS_FILE)
+    declared = dict(read_once(getenv_defaults, site / ENVS_FILE))
     out = {name: EnvVar(name, name in declared, declared.get(name)) for name in NAMES}
     if V2_RUNNER_ENV not in declared and v2_env_refused(site):
         out[V2_RUNNER_ENV] = EnvVar(V2_RUNNER_ENV, True, None, only="1")  # read by the platform's start-up check
@@ -62,7 +63,11 @@ def read(site: Path) -> dict[str, EnvVar]:
 def v2_env_refused(site: Path | None) -> bool:
     """Whether start-up refuses VLLM_USE_V2_MODEL_RUNNER set to anything but "1" (0.34.0:
     ``if env == "VLLM_USE_V2_MODEL_RUNNER": if value != "1": raise``), read from the syntax tree."""
-    tree = parse_file(site / PLATFORM_FILE) if site is not None else None
+    return site is not None and read_once(_refuses_v2_env, site / PLATFORM_FILE)
+
+
+def _refuses_v2_env(path: Path) -> bool:
+    tree = parse_file(path)
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.If) and compares_to(node.test, V2_RUNNER_ENV, ast.Eq):
             for inner in (n for stmt in node.body for n in ast.walk(stmt)):
@@ -196,9 +201,11 @@ def default_v2_architectures(site: Path | None) -> frozenset[str] | None:
     VLLM_USE_V2_MODEL_RUNNER is unset (0.22.0-0.28.0: ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES``,
     read by ``_is_default_v2_model_runner_model``), read from its syntax tree; None where the
     release has no such list in use (before 0.22.0, or v2 for every model from 0.29.0)."""
-    if site is None:
-        return None
-    tree = parse_file(site / VLLM_CONFIG_FILE)
+    return read_once(_default_v2_in, site / VLLM_CONFIG_FILE) if site is not None else None
+
+
+def _default_v2_in(path: Path) -> frozenset[str] | None:
+    tree = parse_file(path)
     if tree is None or not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                                and n.func.attr == "_is_default_v2_model_runner_model" for n in ast.walk(tree)):
         return None
