@@ -279,6 +279,9 @@ def test_the_check_says_what_the_loader_does(tmp_path: Path, engine: str, versio
         assert {row[0].split("/")[0] for row in asked} == {"mla"}
         return
     assert asked, "the loader was never asked"
+    # The MLA head (Kimi's own drafter class) is asked too: SGLang's CPU rotary once made every one
+    # "cannot tell", and nothing failed (the loader child builds the rotary as a GPU does).
+    assert "mla" in {row[0].split("/")[0] for row in asked}, "the MLA drafter's loader was never asked"
     # The grid tells the loader from a list of names: put the name rules back, and it fails.
     fooled = [name for name, _, truth, rule in asked if (truth[0] == AS_TRAINED) != (rule == AS_TRAINED)]
     assert fooled, "no case of the grid tells the loader's answer from the key-name rules"

@@ -19,7 +19,9 @@ Stand-ins, each because a build host has no GPU (none changes a parameter's name
 - one process group of one rank over gloo (tensor parallel 1: full shapes; sharding splits them
   the same way on every rank);
 - ``torch.cuda.synchronize`` / ``empty_cache`` are no-ops while the target's weights are shared
-  (``set_embed`` calls them).
+  (``set_embed`` calls them);
+- the rotary embedding built as on a GPU (``get_rope``, not the CPU engine's ``get_rope_cpu``, which
+  asserts a DeepSeek YaRN scaling a GPU server does not need): it holds buffers, never a parameter.
 
 Sent after loader_child_common.py, whose names it uses (Refused, run).
 """
@@ -85,6 +87,28 @@ def _kernels_stand_in():
     sys.meta_path.append(Finder())
 
 
+def _rope_as_on_gpu():
+    """``get_rope_wrapper`` takes the CPU engine's ``get_rope_cpu`` for device "cpu"; on a GPU it
+    calls ``get_rope``. The wrapper looks the name up in its module when called: point it there."""
+    try:
+        from sglang.srt.layers.rotary_embedding import get_rope_wrapper
+    except ImportError:  # a release without the wrapper builds get_rope itself
+        return
+    import sys
+
+    module = sys.modules[get_rope_wrapper.__module__]
+    gpu = getattr(module, "get_rope", None)
+    if gpu is None or not hasattr(module, "get_rope_cpu"):
+        return
+
+    def as_on_gpu(head_size, rotary_dim, max_position, base, is_neox_style=True, rope_scaling=None,
+                  dtype=None, partial_rotary_factor=1.0, device=None):  # get_rope_cpu's parameters
+        return gpu(head_size, rotary_dim, max_position, base, is_neox_style, rope_scaling, dtype,
+                   partial_rotary_factor)  # what the wrapper hands get_rope on a GPU
+
+    module.get_rope_cpu = as_on_gpu
+
+
 def _server_args(req):
     from sglang.srt import server_args as sa
 
@@ -138,6 +162,7 @@ def build(req):
     if not torch.cuda.is_available():  # a build host: SGLang's CPU engine path (module docstring)
         os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
         _kernels_stand_in()
+        _rope_as_on_gpu()
     from sglang.srt.configs.load_config import LoadConfig
     from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.model_loader import loader
