@@ -65,3 +65,44 @@ def test_two_installed_copies_patch_only_the_imported_one(env, tmp_path, monkeyp
 def test_unreadable_site_packages(env, tmp_path):
     code, rep = run("verify", actions.Options(site=tmp_path / "nowhere", patches=env.patches, probes=False))
     assert code == 2 and isinstance(rep, PatcherError)
+
+
+def _files_at(site):
+    from packaging.version import Version
+
+    from patcher.environment.engines import Install
+
+    rels = ["pkg/__init__.py", "pkg/models/a.py", "pkg/models/b.py", "pkg/c.py"]
+    for rel in rels:
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(rel)
+    return Install("pkg", Version("1.0"), site, site / "pkg-1.0.dist-info", {r: "" for r in rels},
+                   None, None, None, None)
+
+
+def test_every_link_on_the_way_to_an_engine_file_is_refused_each_time_it_is_asked(tmp_path):
+    """Install.path resolves each folder once (a scope reading walks thousands of files): a folder or
+    file turned into a link after an earlier read is refused all the same, each in its own words, and a
+    site-packages reached through a link (a venv's lib64) is no link below it."""
+    real = tmp_path / "real-site"
+    real.mkdir()
+    (tmp_path / "lib64").symlink_to(real)
+    install = _files_at(tmp_path / "lib64")
+    assert install.read("pkg/models/a.py") == b"pkg/models/a.py"  # through the site's own link: fine
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.py").write_text("theirs")
+    (real / "pkg/c.py").unlink()
+    (real / "pkg/c.py").symlink_to(outside / "a.py")
+    with pytest.raises(PatcherError, match="leads outside site-packages"):
+        install.path("pkg/c.py")
+    (real / "pkg/c.py").unlink()
+    (real / "pkg/c.py").symlink_to(real / "pkg/__init__.py")
+    with pytest.raises(PatcherError, match="pkg/c.py is a symlink"):
+        install.path("pkg/c.py")
+    shutil.move(real / "pkg/models", real / "pkg/models-real")  # the folder read above, now a link inside
+    (real / "pkg/models").symlink_to(real / "pkg/models-real")
+    with pytest.raises(PatcherError, match="passes through a symlinked directory"):
+        install.read("pkg/models/b.py")
+    with pytest.raises(PatcherError, match="passes through a symlinked directory"):
+        install.read("pkg/models/a.py")

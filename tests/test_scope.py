@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher.core import manifest, plan, release_files, scope
+from patcher.core import manifest, matrix, plan, release_files, scope
 from patcher.core.plan import State
 from patcher.environment import engines
 from patcher.errors import ManifestError
@@ -79,3 +79,76 @@ def test_a_signature_reads_only_files_in_scope(tmp_path: Path) -> None:
                         ("norm_output", "fc_norm"), {})
     assert scope.signature(sc, release_files.Files(install)) == {"eng/models/drafter.py": ("norm_output",)}
     assert json.dumps(scope.signature(sc, release_files.Files(install)))  # what scope_lock writes
+
+
+# --- the hand-written signature, recorded per input (issue 57) ---------------------------------------
+
+def _toy_files(root: Path, version: str = "1.0", record_extra: str = "") -> release_files.Files:
+    rels = {"toyengine/models/a.py": "class Drafter:\n    norm_before_fc = True\n",
+            "toyengine/models/b.py": "class Other:\n    pass\n", "toyengine/c.py": "norm_before_fc\n"}
+    for rel, text in rels.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    dist = root / f"toyengine-{version}.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "RECORD").write_text("".join(f"{rel},,\n" for rel in rels) + record_extra)
+    return release_files.Files(engines.Install("toyengine", Version(version), root, dist, dict.fromkeys(rels, ""),
+                                               None, None, None, None))
+
+
+HAND = manifest.Scope("the drafter's switches", ("toyengine/models",), ("class",), (), ("norm_before_fc",), {})
+
+
+def test_a_recorded_hand_signature_is_read_until_one_input_changes(tmp_path: Path, monkeypatch) -> None:
+    """Each input of the key, changed alone, makes the signature computed again: the code that reads it,
+    each field of the [scope] (where, which strings), the release (its version, its RECORD);
+    unchanged, it is read back."""
+    from dataclasses import replace
+
+    cache, files = tmp_path / "cache", _toy_files(tmp_path / "s")
+    fresh = scope_lock.cached_hand_signature(HAND, files, cache=cache, code="code-1")
+    assert fresh == scope.signature(HAND, files) == {"toyengine/models/a.py": ("norm_before_fc",),
+                                                      "toyengine/models/b.py": ()}
+    assert len(list(cache.iterdir())) == 1
+
+    def computed(*_a, **_k):
+        raise AssertionError("computed again")
+
+    monkeypatch.setattr(scope, "signature", computed)
+    assert scope_lock.cached_hand_signature(HAND, files, cache=cache, code="code-1") == fresh
+    changed = {
+        "the code": (HAND, files, "code-2"),
+        "under": (replace(HAND, under=("toyengine",)), files, "code-1"),
+        "all": (replace(HAND, all=("class Drafter",)), files, "code-1"),
+        "any": (replace(HAND, any=("pass",)), files, "code-1"),
+        "reads": (replace(HAND, reads=("norm_before_fc", "fc_norm")), files, "code-1"),
+        "the version": (HAND, _toy_files(tmp_path / "v", "1.1"), "code-1"),
+        "the RECORD": (HAND, _toy_files(tmp_path / "r", record_extra="toyengine/d.py,,\n"), "code-1"),
+    }
+    for what, (hand, on, code) in changed.items():
+        with pytest.raises(AssertionError, match="computed again"):
+            scope_lock.cached_hand_signature(hand, on, cache=cache, code=code)
+            pytest.fail(f"{what} changed alone, and the recorded signature still answered")
+
+
+def test_a_damaged_hand_record_is_computed_again(tmp_path: Path) -> None:
+    cache, files = tmp_path / "cache", _toy_files(tmp_path / "s")
+    fresh = scope_lock.cached_hand_signature(HAND, files, cache=cache, code="c")
+    for bad in ("{not json", '{"a.py": "x"}', "[]", '{"a.py": [1]}'):
+        (entry,) = cache.iterdir()
+        entry.write_text(bad)
+        assert scope_lock.cached_hand_signature(HAND, files, cache=cache, code="c") == fresh
+
+
+@pytest.mark.wheels
+def test_the_recorded_hand_signatures_are_the_fresh_ones_on_the_newest_releases() -> None:
+    """A recorded answer that differs from a fresh one fails: on the newest release of each engine,
+    every family with a [scope], recorded (as scope_lock --check and leave_out's cut read it) and
+    computed anew."""
+    for engine in manifest.ENGINES:
+        fams = [f for f in manifest.load_all(manifest.PATCHES, (engine,)) if f.scope is not None]
+        newest = max(Version(v) for v in matrix.releases(engine))
+        files = release_files.Files(engines.find(engine, site=wheels.tree(engine, str(newest))))
+        assert fams
+        for fam in fams:
+            assert scope_lock.cached_hand_signature(fam.scope, files) == scope.signature(fam.scope, files), fam.id

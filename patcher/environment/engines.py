@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import functools
 import hashlib
 import json
 import os
@@ -86,19 +87,26 @@ class Install:
             raise EngineError(f"{rel!r} is not a file of the installed {self.engine}",
                               wanted=f"a relative path listed in {self.dist_info.name}/RECORD", found=repr(rel)[:200],
                               hint="our diffs and bookkeeping only name files the wheel installed")
-        p = self.site / rel
-        root = Path(os.path.realpath(self.site))
-        real = Path(os.path.realpath(p))
+        p = os.path.join(self.site, rel)
+        # Resolved on every call, never remembered per folder: a folder made a link after an earlier read
+        # is refused all the same (tests/test_engines.py).
+        root, real = self._real_site, os.path.realpath(p)
         if not _inside(real, root):
-            raise EngineError(f"{rel} leads outside site-packages", wanted=str(self.site), found=str(real),
+            raise EngineError(f"{rel} leads outside site-packages", wanted=str(self.site), found=real,
                               hint=f"we never read or write through symlinks; {self._reinstall()}")
-        if p.is_symlink():
+        if os.path.islink(p):
             raise EngineError(f"{rel} is a symlink", wanted="a regular file", found=f"symlink to {real}",
                               hint=f"we never write through symlinks; {self._reinstall()}")
-        if real != root / rel:
-            raise EngineError(f"{rel} passes through a symlinked directory", wanted=str(root / rel),
-                              found=str(real), hint=f"we never write through symlinks; {self._reinstall()}")
-        return p
+        if real != os.path.join(root, rel):
+            raise EngineError(f"{rel} passes through a symlinked directory", wanted=os.path.join(root, rel),
+                              found=real, hint=f"we never write through symlinks; {self._reinstall()}")
+        return Path(p)
+
+    @functools.cached_property
+    def _real_site(self) -> str:
+        """site-packages itself resolved, once: it may be a link (a venv's lib64), the files under it
+        may not. A scope reading walks thousands of files, and each resolved it anew (issue 57)."""
+        return os.path.realpath(self.site)
 
     def read(self, rel: str) -> bytes | None:
         try:
@@ -110,12 +118,8 @@ class Install:
         return self.record.get(rel) == sha256_record(data)
 
 
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-    except ValueError:
-        return False
-    return True
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _record(dist_info: Path) -> dict[str, str]:

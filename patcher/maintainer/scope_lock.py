@@ -24,16 +24,18 @@ from pathlib import Path
 from packaging.version import Version
 
 from patcher.core import derived_scope, manifest, matrix, scope
-from patcher.core.manifest import Family, Variant, tomllib
+from patcher.core.manifest import Family, Scope, Variant, tomllib
 from patcher.core.release_files import Files
 from patcher.environment import engines
 from patcher.maintainer import wheels
 
 
 def signatures(family: Family, releases: list[str] | None = None,
-               files_of: Callable[[str, str], Files] | None = None) -> dict[str, list[dict]]:
+               files_of: Callable[[str, str], Files] | None = None,
+               signature_of: Callable[[Scope, Files], scope.Signature] | None = None) -> dict[str, list[dict]]:
     """{variant id: the distinct signatures of the covered releases it declares, oldest first}.
-    ``files_of(engine, version)``: the release's files (a reader that keeps them, for many calls)."""
+    ``files_of(engine, version)``: the release's files (a reader that keeps them, for many calls);
+    ``signature_of(scope, files)``: default, the one recorded per input (``cached_hand_signature``)."""
     assert family.scope is not None
     out: dict[str, list[dict]] = {v.id: [] for v in family.variants}
     for version in releases if releases is not None else matrix.releases(family.engine):
@@ -42,44 +44,53 @@ def signatures(family: Family, releases: list[str] | None = None,
             continue
         files = (files_of(family.engine, version) if files_of is not None else
                  Files(engines.find(family.engine, site=wheels.tree(family.engine, version))))
-        sig = {rel: list(toks) for rel, toks in scope.signature(family.scope, files).items()}
+        sig = {rel: list(toks) for rel, toks in (signature_of or cached_hand_signature)(family.scope, files).items()}
         if sig not in out[entry.id]:
             out[entry.id].append(sig)
     return out
 
 
-# A derived signature is a pure function of the variant's diff, the release's published files (named
-# by their RECORD, every file's hash) and the code that reads them: recorded under all three, it is
-# read again, not recomputed, until one of them changes (issue 57). tests/test_derived_scope.py
-# proves the key and compares a recorded answer with a fresh one.
+# A signature is a pure function of what it looks for (a variant's diff; a hand-written [scope]), the
+# release's published files (named by their RECORD, every file's hash) and the code that reads them:
+# recorded under all three, it is read again, not recomputed, until one of them changes (issue 57).
+# tests/test_derived_scope.py and tests/test_scope.py prove each key and compare a recorded answer
+# with a fresh one.
 DERIVED_CACHE = wheels.CACHE / "derived"
+HAND_CACHE = wheels.CACHE / "scope"
 _CODE = ("core/derived_scope.py", "core/hunks.py", "core/release_files.py")
+_HAND_CODE = ("core/scope.py", "core/release_files.py")
 
 
 @functools.cache
-def code_digest() -> str:
+def code_digest(rels: tuple[str, ...] = _CODE) -> str:
     root = Path(derived_scope.__file__).resolve().parents[1]
-    return hashlib.sha256(b"".join((root / rel).read_bytes() for rel in _CODE)).hexdigest()
+    return hashlib.sha256(b"".join((root / rel).read_bytes() for rel in rels)).hexdigest()
 
 
-def derived_key(patches: tuple, files: Files, code: str | None = None) -> str | None:
-    """The key of a variant's derived signature on a release; None: the release has no RECORD to
-    name its files by."""
+def _release_key(sought: str, files: Files, code: str) -> str | None:
+    """The key of a signature of ``sought`` on a release; None: the release has no RECORD to name its
+    files by."""
     record = files.install.dist_info / "RECORD"
     try:
         named = record.read_bytes()
     except OSError:
         return None
-    parts = (code or code_digest(), repr(patches), files.install.engine, str(files.install.version),
-             hashlib.sha256(named).hexdigest())
+    parts = (code, sought, files.install.engine, str(files.install.version), hashlib.sha256(named).hexdigest())
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def cached_signature(family: Family, variant_id: str, files: Files, package: derived_scope.Package | None = None,
-                     cache: Path | None = None, code: str | None = None) -> derived_scope.Signature:
-    """``derived_scope.signature``, recorded per input (``derived_key``) under ``cache``."""
-    key = derived_key(family.patches[variant_id], files, code)
-    path = (cache or DERIVED_CACHE) / f"{key}.json"
+def derived_key(patches: tuple, files: Files, code: str | None = None) -> str | None:
+    return _release_key(repr(patches), files, code or code_digest())
+
+
+def hand_key(hand: Scope, files: Files, code: str | None = None) -> str | None:
+    sought = json.dumps([hand.under, hand.all, hand.any, hand.reads])  # what it looks for, not what it found
+    return _release_key(sought, files, code or code_digest(_HAND_CODE))
+
+
+def _kept(key: str | None, cache: Path, compute: Callable[[], dict[str, tuple[str, ...]]]) -> dict:
+    """The signature recorded under ``key`` in ``cache``, else ``compute()``'s, recorded there."""
+    path = cache / f"{key}.json"
     if key is not None and path.is_file():
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
@@ -88,13 +99,28 @@ def cached_signature(family: Family, variant_id: str, files: Files, package: der
                 return {rel: tuple(toks) for rel, toks in doc.items()}
         except (OSError, UnicodeDecodeError, ValueError):
             pass  # unreadable: computed again and rewritten
-    sig = derived_scope.signature(family, variant_id, files, package)
+    sig = compute()
     if key is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps({rel: list(t) for rel, t in sig.items()}))
         os.replace(tmp, path)  # whole or absent: a reader in another worker never sees half of it
     return sig
+
+
+def cached_signature(family: Family, variant_id: str, files: Files, package: derived_scope.Package | None = None,
+                     cache: Path | None = None, code: str | None = None) -> derived_scope.Signature:
+    """``derived_scope.signature``, recorded per input (``derived_key``) under ``cache``."""
+    return _kept(derived_key(family.patches[variant_id], files, code), cache or DERIVED_CACHE,
+                 lambda: derived_scope.signature(family, variant_id, files, package))
+
+
+def cached_hand_signature(hand: Scope, files: Files, cache: Path | None = None,
+                          code: str | None = None) -> scope.Signature:
+    """``scope.signature`` of a hand-written [scope], recorded per input (``hand_key``) under ``cache``:
+    it reads every file under the scope's folders (about 1,000 per vLLM release), and a cut before a
+    release asks it of every release before (tests/test_new_release.py)."""
+    return _kept(hand_key(hand, files, code), cache or HAND_CACHE, lambda: scope.signature(hand, files))
 
 
 def derived_all(families: list[Family], releases: dict[str, list[str]] | None = None,
@@ -139,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--family")
     ap.add_argument("--check", action="store_true", help="compare with the files, write nothing")
     ap.add_argument("--fresh", action="store_true",
-                    help="compute every derived signature anew, not from $KIMI_PATCHER_CACHE/derived "
+                    help="compute every signature anew, not from $KIMI_PATCHER_CACHE/derived and /scope "
                          "(with --check under another Python: the lock reads alike there)")
     args = ap.parse_args(argv)
     if not args.check:
@@ -151,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     for fam in fams:
         locks = {derived_scope.LOCK: all_derived[fam.id]}
         if fam.scope is not None:
-            locks["scope.json"] = signatures(fam)
+            locks["scope.json"] = signatures(fam, signature_of=scope.signature if args.fresh else None)
         for name, doc in locks.items():
             text = json.dumps(doc, indent=1) + "\n"
             path = Path(fam.folder) / name
