@@ -16,44 +16,14 @@ them one test at a time, and ``--collect-only`` or a one-test ``-k`` fetches not
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
 from patcher.core import manifest
 from tests.support import progress
-
-# ----------------------------------------------------------------------------------------------
-# The shipped patch set, parsed once per test process. The CLI, run in-process a few thousand
-# times by the tests, parses every manifest of an engine two or three times a run (TOML, every
-# range boundary checked for overlaps): more than half of each run on a real release site
-# (test_bookkeeping.py's hostile-input campaign). Families are frozen dataclasses and their diffs
-# parse lazily into their own cache, so one parsed family serves every run. Keyed by the bytes of
-# every file of the family and of the engine's releases.txt: an edited manifest is parsed again.
-# Families the tests write under tmp_path are never kept (manifest errors are their subject).
-_load_uncached = manifest.load
-_families: dict[tuple[str, str], manifest.Family] = {}
-
-
-def _load_shipped_once(folder: Path) -> manifest.Family:
-    folder = Path(folder)
-    if folder.resolve().parent.parent != manifest.PATCHES.resolve():
-        return _load_uncached(folder)
-    digest = hashlib.sha256()
-    for path in sorted([*folder.iterdir(), folder.parent / "releases.txt"]):
-        if path.is_file():
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    key = (str(folder.resolve()), digest.hexdigest())
-    if key not in _families:
-        _families[key] = _load_uncached(folder)
-    return _families[key]
-
-
-manifest.load = _load_shipped_once
 
 
 def pytest_addoption(parser):

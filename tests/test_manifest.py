@@ -90,3 +90,45 @@ def test_shipped_diffs_have_no_carriage_returns():
     """Integrity: a diff converted by a Windows checkout must never ship (parse rejects it too)."""
     for diff in manifest.PATCHES.rglob("*.diff"):
         assert b"\r" not in diff.read_bytes(), diff
+
+
+@pytest.mark.wheels
+def test_a_run_parses_each_family_of_its_engine_once_and_no_other_engine_s(monkeypatch, tmp_path):
+    """Issue 59, work once: verify --engine vllm asked for vLLM's families from the selection, the plan
+    and the report (37 loads, 15 families of both engines, before); each is parsed once per run now,
+    and another engine's families only where a name must be explained. No test-side cache stands in."""
+    import io
+
+    from patcher.cli.main import main
+    from patcher.maintainer import wheels
+
+    parsed: list[str] = []
+    real = manifest._parse
+    monkeypatch.setattr(manifest, "_parse", lambda folder: parsed.append(Path(folder).parent.name + "/" +
+                                                                         Path(folder).name) or real(folder))
+    monkeypatch.setattr(manifest, "_LOADED", {})
+    site = str(wheels.tree("vllm", "0.34.0"))
+    main(["verify", "--engine", "vllm", "--site", site, "--no-probes"], out=io.StringIO(), err=io.StringIO())
+    mine = sorted(f"vllm/{p.name}" for p in (manifest.PATCHES / "vllm").iterdir() if (p / "patch.toml").is_file())
+    assert sorted(parsed) == mine
+    parsed.clear()
+    main(["verify", "--engine", "vllm", "--site", site, "--no-probes", "--skip", "mla-aux-capture"],
+         out=io.StringIO(), err=io.StringIO())
+    assert parsed == []  # the same bytes: the families already parsed
+    code = main(["verify", "--engine", "vllm", "--site", site, "--no-probes", "--skip", "eagle3-loud-fc-skip"],
+                out=io.StringIO(), err=io.StringIO())
+    assert code == 2 and parsed and {p.split("/")[0] for p in parsed} == {"sglang"}  # to say whose it is
+    # a family whose bytes changed is parsed again: any file of it, or the engine's releases.txt
+    import shutil
+
+    folder = tmp_path / "vllm" / "mla-aux-capture"
+    shutil.copytree(manifest.PATCHES / "vllm" / "mla-aux-capture", folder)
+    shutil.copyfile(manifest.PATCHES / "vllm" / "releases.txt", tmp_path / "vllm" / "releases.txt")
+    parsed.clear()
+    first = manifest.load(folder)
+    assert manifest.load(folder) is first and parsed == ["vllm/mla-aux-capture"]
+    for edited in (folder / "patch.toml", next(folder.glob("*.diff")), tmp_path / "vllm" / "releases.txt"):
+        edited.write_text(edited.read_text() + "\n")
+        assert manifest.load(folder) is not first and len(parsed) == 2, edited.name
+        parsed.pop()
+        first = manifest.load(folder)

@@ -9,6 +9,7 @@ validated in one place.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from dataclasses import dataclass
@@ -328,7 +329,35 @@ def _evidence(where: str, items: list[Any]) -> tuple[Evidence, ...]:
     return tuple(out)
 
 
+_LOADED: dict[tuple[str, str], Family] = {}
+
+
 def load(folder: Path) -> Family:
+    """The family in ``folder``, parsed once per process for the same bytes: one run asks for an
+    engine's families from several places (the selection, the plan, the report), and parsing them
+    (TOML, every range boundary checked for overlaps) was most of a run's file phase. Keyed by the
+    folder and the bytes of every file in it and of the engine's releases.txt: an edited family is
+    parsed again; a family that fails to parse is never kept, its error raised each time."""
+    folder = Path(folder)
+    key = (str(folder.resolve()), _family_digest(folder))
+    if key not in _LOADED:
+        _LOADED[key] = _parse(folder)
+    return _LOADED[key]
+
+
+def _family_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    files = [p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    for path in sorted(files) + [folder.parent / "releases.txt"]:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = b"\0unreadable"  # the parse says what it could not read
+        digest.update(path.relative_to(folder.parent).as_posix().encode() + b"\0" + data + b"\0")
+    return digest.hexdigest()
+
+
+def _parse(folder: Path) -> Family:
     engine, name = folder.parent.name, folder.name
     where = f"{engine}/{name}/patch.toml"
     try:

@@ -30,12 +30,16 @@ def scope(engine: str, only: tuple[str, ...], skip: tuple[str, ...], patches: Pa
           engines: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """The engines a run acts on, after checking every name; ``engine`` is --engine's value."""
     engines = manifest.ENGINES if engines is None else engines  # read at call time, not at import
-    every = manifest.load_all(patches, engines)
     wanted = engines if engine == "all" else (engine,)
+    mine = manifest.load_all(patches, wanted) if only or skip else ()
+    every: tuple[Family, ...] = ()  # the other engines' families, loaded only to explain a name not here
     picked: dict[str, set[str]] = {"--only": set(), "--skip": set()}
     for flag, names in (("--only", only), ("--skip", skip)):
         for name in names:
-            anywhere = _named(every, name)
+            anywhere = _named(mine, name)
+            if not anywhere:
+                every = every or manifest.load_all(patches, engines)
+                anywhere = _named(every, name)
             if not anywhere:
                 raise SelectionError(f"{flag} {name}: no such patch family", wanted="an id from 'patcher list'",
                                      found=name, hint=_did_you_mean(every, name))
