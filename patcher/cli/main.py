@@ -85,7 +85,8 @@ def _selection_flags(p: argparse.ArgumentParser, what: str) -> None:
     scope = ("installed or not: the catalogue lists what we ship" if what == "list" else
              "with 'all', engines that are not installed are left out")
     p.add_argument("--engine", choices=(*engine_specs.NAMES, "all"), default="all",
-                   help=f"which engine's families to {what}: vllm, sglang or all (default: all; {scope})")
+                   help=f"which engine's families to {what}: {', '.join(engine_specs.NAMES)} or all "
+                        f"(default: all; {scope})")
     p.add_argument("--only", action="append", default=[], metavar="ID",
                    help="only this family: 'sglang/<id>' or '<id>' for every engine that has it "
                         "(repeatable; default: every family applied by default)")
