@@ -82,7 +82,42 @@ def variants(models: str) -> dict[str, str]:
                                   "use_aux_hidden_state": True}
     make("ids-eagle-only", config_=eagle_only)
     make("eagle3")  # the same drafter in a folder named *eagle3: vLLM takes the method from the name
+    # An MLA head (Eagle3DeepseekV2ForCausalLM, Kimi-K2.5's drafter class on SGLang): the Llama drafter's
+    # top-level tensors and a decoder layer with the target's MLA attention, laid out as tests/support/
+    # tiny_drafters.py's "mla" (SpecForge's layers.0.* keys), and the same head without one half of the
+    # pair SGLang's loader fuses (it waits for both, so a lone q_a_proj is dropped without a word).
+    mla_config, mla_tensors = _mla(models, tensors, config)
+    make("mla", mla_tensors, mla_config)
+    make("mla-no-kv_a", {k: v for k, v in mla_tensors.items() if "kv_a_proj_with_mqa" not in k}, mla_config)
     return out
+
+
+def _mla(models: str, tensors: dict, config: dict) -> tuple[dict, dict]:
+    import torch
+
+    t = json.load(open(os.path.join(models, "target", "config.json")))
+    c = {k: t[k] for k in ("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "q_lora_rank",
+                           "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                           "max_position_embeddings", "rms_norm_eps", "rope_theta", "hidden_act")}
+    c |= {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "deepseek_v3", "num_hidden_layers": 1,
+          "intermediate_size": config["intermediate_size"], "draft_vocab_size": config["draft_vocab_size"],
+          "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+          "eagle_aux_hidden_state_layer_ids": config["eagle_aux_hidden_state_layer_ids"],
+          "eagle_config": config["eagle_config"]}
+    gen = torch.Generator().manual_seed(1)
+    h, heads, p = c["hidden_size"], c["num_attention_heads"], "layers.0.self_attn."
+
+    def rand(*shape):
+        return (torch.randn(*shape, generator=gen) * 0.02).to(torch.bfloat16)
+
+    attn = {p + "q_a_proj.weight": rand(c["q_lora_rank"], 2 * h),
+            p + "kv_a_proj_with_mqa.weight": rand(c["kv_lora_rank"] + c["qk_rope_head_dim"], 2 * h),
+            p + "q_a_layernorm.weight": 1 + rand(c["q_lora_rank"]),
+            p + "q_b_proj.weight": rand(heads * (c["qk_nope_head_dim"] + c["qk_rope_head_dim"]), c["q_lora_rank"]),
+            p + "kv_a_layernorm.weight": 1 + rand(c["kv_lora_rank"]),
+            p + "kv_b_proj.weight": rand(heads * (c["qk_nope_head_dim"] + c["v_head_dim"]), c["kv_lora_rank"]),
+            p + "o_proj.weight": rand(h, heads * c["v_head_dim"])}
+    return c, {**{k: v for k, v in tensors.items() if ".self_attn." not in k}, **attn}
 
 
 def compressed_tensors_target(models: str) -> str:
@@ -109,6 +144,8 @@ SGLANG_ROWS = [  # (name, drafter variant, method, extra options, environment)
     ("ids at the top level only", "ids-top-only", "EAGLE3", [], {}),
     ("EAGLE with an EAGLE-3 drafter", "well-formed", "EAGLE", [], {}),
     ("NEXTN on a target without MTP", None, "NEXTN", [], {}),
+    ("MLA drafter", "mla", "EAGLE3", [], {}),
+    ("MLA drafter missing kv_a_proj_with_mqa", "mla-no-kv_a", "EAGLE3", [], {}),
 ]
 VLLM_ROWS = [
     ("well-formed eagle3", "well-formed", "eagle3", [], {}),
