@@ -9,7 +9,8 @@ For each engine, in the CPU environment of its newest covered release (the tests
 is judged as a whole process (``python -m patcher doctor --python ENV -- ...``):
 - cold: an empty launch cache (``KIMI_PATCHER_CACHE`` in a fresh folder), so the parser runs;
 - warm: the same line again, the cache filled;
-- spellings: the same line on the bare published tree (no dependencies: the parser cannot run).
+- bare: the same line on the bare published tree (no dependencies: the parser cannot run; doctor
+  reads the exact spellings it knows).
 Prints the median of ``--runs`` runs of each and the ratio warm / cold.
 
     python benchmarks/doctor_speed.py [--runs 5] [--engine vllm|sglang]
@@ -52,31 +53,47 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
     return seconds, parsed
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5)
+def side_by_side(engine: str, runs: int, timed, argv_for) -> tuple[str, dict[str, list[tuple[float, str]]]]:
+    """``timed(argv, env)`` run ``runs`` times each, cold, warm and on the bare tree, in the CPU env of
+    the engine's newest covered release; ``argv_for(where, target, drafter)`` is the command's argv,
+    ``where`` the ``--python ENV`` or ``--site TREE`` words. Kimi-K2's target and SpecForge's drafter."""
+    version = matrix.releases(engine)[-1]
+    with tempfile.TemporaryDirectory() as tmp, cpu_env.using(engine, version, log=lambda line: None) as python:
+        root = Path(tmp)
+        target, drafter = rd.kimi_target(root, "kimi-k2", k25=False), rd.specforge_kimi(root)
+        base = dict(os.environ, PYTHONPATH=str(ROOT))
+        cold, warm = [], []
+        for i in range(runs):
+            env = dict(base, KIMI_PATCHER_CACHE=str(root / f"cache-{i}"))
+            cold.append(timed(argv_for(["--python", str(python)], target, drafter), env))
+            warm.append(timed(argv_for(["--python", str(python)], target, drafter), env))
+        bare = [timed(argv_for(["--site", str(wheels.tree(engine, version))], target, drafter), base)
+                for _ in range(runs)]
+    return version, {"cold": cold, "warm": warm, "bare": bare}
+
+
+def report(engine: str, version: str, runs: dict[str, list[tuple[float, str]]]) -> None:
+    med = {name: statistics.median(s for s, _ in got) for name, got in runs.items()}
+    print(f"{engine} {version}, {len(runs['cold'])} runs each, median wall seconds of the whole process:")
+    for name, got in runs.items():
+        print(f"  {name:6} {med[name]:6.2f} s   (first: {got[0][0]:.2f} s; {got[0][1][:80]})")
+    print(f"  warm / cold: {med['warm'] / med['cold']:.3f}; warm under 1 s: {med['warm'] < 1.0}")
+
+
+def run(description: str, timed, argv_for, runs: int) -> int:
+    """Both benchmarks' command line: ``argv_for(engine)`` gives ``side_by_side``'s argv maker."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--runs", type=int, default=runs)
     ap.add_argument("--engine", choices=("vllm", "sglang"), action="append")
     args = ap.parse_args()
     for engine in args.engine or ("vllm", "sglang"):
-        version = matrix.releases(engine)[-1]
-        with tempfile.TemporaryDirectory() as tmp, cpu_env.using(engine, version, log=lambda line: None) as python:
-            root = Path(tmp)
-            line = launch(engine, rd.kimi_target(root, "kimi-k2", k25=False), rd.specforge_kimi(root))
-            base = dict(os.environ, PYTHONPATH=str(ROOT))
-            cold, warm = [], []
-            for i in range(args.runs):
-                env = dict(base, KIMI_PATCHER_CACHE=str(root / f"cache-{i}"))
-                cold.append(timed(["--python", str(python), "--", *line], env))
-                warm.append(timed(["--python", str(python), "--", *line], env))
-            bare = [timed(["--site", str(wheels.tree(engine, version)), "--", *line], base) for _ in range(args.runs)]
-        med = {name: statistics.median(s for s, _ in runs) for name, runs in
-               (("cold", cold), ("warm", warm), ("spellings", bare))}
-        print(f"{engine} {version}, {args.runs} runs each, median wall seconds of the whole process:")
-        for name in med:
-            said = {"cold": cold, "warm": warm, "spellings": bare}[name][0][1]
-            print(f"  {name:10} {med[name]:6.2f} s   ({said[:70]})")
-        print(f"  warm / cold: {med['warm'] / med['cold']:.3f}; warm under 1 s: {med['warm'] < 1.0}")
+        report(engine, *side_by_side(engine, args.runs, timed, argv_for(engine)))
     return 0
+
+
+def main() -> int:
+    return run(__doc__.splitlines()[0], timed,
+               lambda engine: lambda where, t, d: [*where, "--", *launch(engine, t, d)], runs=5)
 
 
 if __name__ == "__main__":

@@ -23,22 +23,15 @@ Prints the median of ``--runs`` runs of each and the ratio warm / cold.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from patcher.core import matrix  # noqa: E402
-from patcher.maintainer import cpu_env, wheels  # noqa: E402
-from tests.support import real_drafters as rd  # noqa: E402
+from doctor_speed import ROOT, run  # noqa: E402
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -58,30 +51,8 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--engine", choices=("vllm", "sglang"), action="append")
-    args = ap.parse_args()
-    for engine in args.engine or ("vllm", "sglang"):
-        version = matrix.releases(engine)[-1]
-        with tempfile.TemporaryDirectory() as tmp, cpu_env.using(engine, version, log=lambda line: None) as python:
-            root = Path(tmp)
-            target, drafter = rd.kimi_target(root, "kimi-k2", k25=False), rd.specforge_kimi(root)
-            argv = ["--target", str(target), str(drafter)]
-            base = dict(os.environ, PYTHONPATH=str(ROOT))
-            cold, warm = [], []
-            for i in range(args.runs):
-                env = dict(base, KIMI_PATCHER_CACHE=str(root / f"cache-{i}"))
-                cold.append(timed(["--python", str(python), *argv], env))
-                warm.append(timed(["--python", str(python), *argv], env))
-            bare = [timed(["--site", str(wheels.tree(engine, version)), *argv], base) for _ in range(args.runs)]
-        runs = {"cold": cold, "warm": warm, "bare": bare}
-        med = {name: statistics.median(s for s, _ in got) for name, got in runs.items()}
-        print(f"{engine} {version}, {args.runs} runs each, median wall seconds of the whole process:")
-        for name, got in runs.items():
-            print(f"  {name:6} {med[name]:6.2f} s   (first: {got[0][0]:.2f} s; {got[0][1][:80]})")
-        print(f"  warm / cold: {med['warm'] / med['cold']:.3f}; warm under 1 s: {med['warm'] < 1.0}")
-    return 0
+    return run(__doc__.splitlines()[0], timed, lambda engine: lambda where, t, d: [*where, "--target", str(t), str(d)],
+               runs=3)
 
 
 if __name__ == "__main__":
