@@ -207,7 +207,8 @@ def test_apply_and_verify_act_on_the_third_engine_by_its_own_names(toyserve):
     code, out = _patcher(repo, "revert", "--site", str(site))
     assert code == 0 and (site / "toyserve_pkg" / "core.py").read_text() == CORE, out
     code, out = _patcher(repo, "verify", "--help")  # the help names it, found in the registry (issue 59)
-    assert code == 0 and "{vllm,sglang,toyserve,all}" in out and "vllm, sglang, toyserve or all" in " ".join(out.split())
+    assert code == 0 and "{vllm,sglang,toyserve,all}" in out
+    assert "vllm, sglang, toyserve or all" in " ".join(out.split()), out
 
 
 def test_doctor_reads_the_third_engines_launch_line(toyserve, tmp_path):
