@@ -300,12 +300,14 @@ def grid(args) -> int:
         row["engine_outcome"] = outcome
         ok_run, why = as_trained(row, outcome)
         verdict = row["doctor"]["verdict"]
-        # A package the host lacks is the harness's failure, not the engine's verdict: the row is void.
-        void = "ModuleNotFoundError" in why or "ModuleNotFoundError" in " ".join(row["doctor"]["reasons"])
+        # A package the host lacks, or GPU memory another row held, is the harness's failure, not the
+        # engine's verdict: the row is void (SGLang's "Not enough memory" at start-up once read as a
+        # refusal that agreed with no-go).
+        void = _host_failure(why, row["doctor"]["reasons"])
         row["agrees"] = None if verdict == "cannot tell" or void else (verdict == "go") == ok_run
         row["truth"], row["void"] = why, void
         agree += bool(row["agrees"])
-        said = "VOID (a package the host lacks)" if void else "agrees" if row["agrees"] else \
+        said = f"VOID ({void})" if void else "agrees" if row["agrees"] else \
             "cannot tell" if row["agrees"] is None else "DISAGREES"
         print(f"ROW {args.state} | {row['name']} | doctor {verdict} | engine {why} | {said}", flush=True)
     told = [r for r in rows if r["agrees"] is not None]
@@ -315,6 +317,17 @@ def grid(args) -> int:
     with open(args.out, "w") as fh:
         json.dump(rows, fh, indent=1)
     return 0
+
+
+_HOST_FAILURES = {"ModuleNotFoundError": "a package the host lacks",
+                  "Not enough memory": "GPU memory another row held",
+                  "out of memory": "GPU memory another row held"}
+
+
+def _host_failure(why: str, reasons: list[str]) -> str:
+    """Why the row says nothing about doctor ('' when it does): the host failed, not the engine."""
+    said = " ".join([why, *reasons])
+    return next((what for mark, what in _HOST_FAILURES.items() if mark in said), "")
 
 
 # --- one engine run, in its own process -------------------------------------------------------------
