@@ -30,6 +30,10 @@ from patcher.maintainer import cpu_env
 
 PACKAGE = Path(__file__).resolve().parent.parent / "patcher"
 ENGINES = engine_specs.NAMES
+# The engines with each capability (issue 59): a test of one runs over those that have it, never by name.
+WITH_LAUNCH = [s.name for s in engine_specs.ALL if s.launch is not None]
+WITH_DRAFTER = [s.name for s in engine_specs.ALL if s.drafter is not None]
+WITH_ENV = [s.name for s in engine_specs.ALL if s.env is not None]
 
 # What an engine module provides: SPEC's fields, and those of its launch and drafter readings.
 CONTRACT = {cls.__name__: [f.name for f in dataclasses.fields(cls)] for cls in (EngineSpec, Launch, DrafterReading)}
@@ -42,8 +46,8 @@ RULES = {"ids_taken": ["ask", "runner", "top", "in_eagle", "layer_ids"],
 def test_the_contract_is_what_the_descriptions_declare():
     """The lists above are read from the dataclasses; this pins them, so a field added to the
     contract is a decision made here, with its meaning in base.py. The fields an engine must
-    state come first; the rest have a plain engine's default (issue 45: a small engine states only
-    what differs), and how an engine reads a drafter has none: those are facts to prove per engine."""
+    state come first; the rest are capabilities whose default is an engine without them (issue 59),
+    and within a capability, how an engine reads a drafter has no default: facts to prove per engine."""
     assert CONTRACT == {
         "EngineSpec": ["name", "title", "distribution", "package", "first_covered", "launch", "drafter", "order",
                        "cpu_env_lines", "cpu_imports", "cpu_shims", "cpu_install", "probe_preload",
@@ -60,14 +64,15 @@ def test_the_contract_is_what_the_descriptions_declare():
                            "capture_family", "aux_ids_as_published", "aux_ids_family", "rope_parameters_read",
                            "eagle31_guard", "eagle31_facts_family", "eagle31_read_since", "built_classes",
                            "ids_taken", "no_capture", "switch_weights", "loader_child", "loader_argv",
-                           "loader_options"],
+                           "loader_options", "decoder_spellings"],
     }
     required = {cls.__name__: [f.name for f in dataclasses.fields(cls)
                                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
                 for cls in (EngineSpec, Launch, DrafterReading)}
+    # Five members every engine states (issue 59); launch and drafter are capabilities, None without.
     # An engine whose drafter loader patcher cannot run says "cannot tell" about the keys (issue 52).
-    assert required == {"EngineSpec": CONTRACT["EngineSpec"][:7], "Launch": CONTRACT["Launch"][:6],
-                        "DrafterReading": CONTRACT["DrafterReading"][:-3]}
+    assert required == {"EngineSpec": CONTRACT["EngineSpec"][:5], "Launch": CONTRACT["Launch"][:6],
+                        "DrafterReading": CONTRACT["DrafterReading"][:-4]}
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -76,7 +81,7 @@ def test_each_engine_module_provides_the_whole_contract(engine):
     spec = module.SPEC
     assert isinstance(spec, EngineSpec) and spec.name == engine and spec in engine_specs.ALL
     hints = {cls: typing.get_type_hints(cls) for cls in (EngineSpec, Launch, DrafterReading)}
-    for obj in (spec, spec.launch, spec.drafter):
+    for obj in (o for o in (spec, spec.launch, spec.drafter) if o is not None):  # a capability is None or whole
         for field in dataclasses.fields(obj):
             value = getattr(obj, field.name)
             want = hints[type(obj)][field.name]
@@ -84,16 +89,16 @@ def test_each_engine_module_provides_the_whole_contract(engine):
             if origin in (typing.Union, types.UnionType):  # optional: None says "every release", "no family"
                 origin = tuple(typing.get_origin(a) or a for a in typing.get_args(want))
             assert isinstance(value, origin), (engine, field.name, value)
-    for rule, args in RULES.items():
+    for rule, args in RULES.items() if spec.drafter is not None else ():
         fn = getattr(spec.drafter, rule)
         assert callable(fn) and fn is getattr(module, rule), (engine, rule)
         assert list(inspect.signature(fn).parameters) == args, (engine, rule)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
-def test_each_engine_modules_tables_are_well_formed(engine):
+@pytest.mark.parametrize("engine", WITH_DRAFTER)
+def test_each_drafter_reading_is_well_formed(engine):
     spec = engine_specs.spec(engine)
-    d = spec.drafter
+    d = spec.drafter_rules
     # a behaviour is named where it is asked: base (the shared code asks it) or the engine's own rules
     named = (base, importlib.import_module(d.ids_taken.__module__))
     behaviours = {v for m in named for k, v in vars(m).items() if k.isupper() and isinstance(v, str) and " " in v}
@@ -108,17 +113,34 @@ def test_each_engine_modules_tables_are_well_formed(engine):
     for spec_text in d.rope_parameters_read or ():
         SpecifierSet(spec_text)
     assert bool(d.eagle31_facts_family) == bool(d.built_classes) != bool(d.eagle31_read_since)
-    for check in spec.launch.checks:  # doctor hands each one LaunchContext
-        assert list(inspect.signature(check).parameters) == ["ctx"], (engine, check)
-    assert spec.launch.flag_check is not None, "both engines' flags are judged"
     assert list(inspect.signature(d.eagle_with_eagle3_drafter).parameters) == ["findings", "release", "drafter"]
-    assert spec.cpu_install in ("sources", "pip")
     # ids_keys says what ids_taken does, on a release that has every behaviour and every fix
     for key, top, in_eagle in (("top-level", [1, 2, 3], None), ("eagle_config", None, [1, 2, 3])):
         taken = d.ids_taken(_AskYes(), base.V1, top, in_eagle, None)
         assert (taken.source == key) == (key in d.ids_keys), (engine, key, taken)
+
+
+@pytest.mark.parametrize("engine", WITH_LAUNCH)
+def test_each_launch_reading_is_well_formed(engine):
+    launch = engine_specs.spec(engine).launch_rules
+    for check in launch.checks:  # doctor hands each one LaunchContext
+        assert list(inspect.signature(check).parameters) == ["ctx"], (engine, check)
+    assert launch.serve_commands or launch.modules, "a launch reading names how the server starts"
+    assert {"model", "tp", "pp"} <= set(launch.spellings), "doctor reads the target, TP and PP by these keys"
+
+
+@pytest.mark.parametrize("engine", WITH_ENV)
+def test_each_environment_reading_is_well_formed(engine):
+    spec = engine_specs.spec(engine)
+    assert spec.env is not None
     rules = importlib.import_module(spec.env.read.__module__)  # a constant there says what each one does
     assert set(spec.env.names) <= {v for k, v in vars(rules).items() if k.endswith("_ENV")}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_each_engines_cpu_env_is_well_formed(engine):
+    spec = engine_specs.spec(engine)
+    assert spec.cpu_install in ("sources", "pip")
     for line in spec.cpu_env_lines:
         assert (cpu_env.LOCKS / f"{line.name}.txt").is_file()
 
@@ -146,8 +168,10 @@ def test_an_engines_behaviour_lives_in_its_own_module(engine):
     """Issue 45: every rule an engine states as code (its launch checks, flag check, env rules, runner
     and drafter rules) is defined in its own module or package, not handed in from the shared code."""
     spec = engine_specs.spec(engine)
-    rules = [*spec.launch.checks, spec.launch.flag_check, spec.env.read, spec.env.parse,
-             *(getattr(spec.drafter, f.name) for f in dataclasses.fields(spec.drafter))]
+    launch, env, drafter = spec.launch, spec.env, spec.drafter
+    rules = [*(launch.checks if launch else ()), launch.flag_check if launch else None,
+             *((env.read, env.parse) if env else ()),
+             *((getattr(drafter, f.name) for f in dataclasses.fields(drafter)) if drafter else ())]
     own = (f"patcher.engine_specs.{engine}", "patcher.engine_specs.base")  # base: a plain engine's default
     for fn in (r for r in rules if callable(r)):
         assert fn.__module__.startswith(own), (engine, fn.__qualname__, fn.__module__)

@@ -19,8 +19,7 @@ from patcher.cli import report
 from patcher.cli.heartbeat import Heartbeat
 from patcher.environment import gpus
 from patcher.errors import LaunchUsageError, PatcherError
-from patcher.launch import doctor
-from patcher.release.launch_command import parse
+from patcher.launch import doctor, which_engine
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -73,11 +72,11 @@ def run(args: argparse.Namespace, command: list[str] | None, *, out: TextIO, err
             raise LaunchUsageError("doctor needs the server command after '--'",
                                    wanted="patcher doctor [--python P | --site D] [--json] -- vllm serve T ...",
                                    found="no '--' in the arguments")
-        cmd = parse(command)
+        cmd = which_engine.read_command(command, python=args.python, site=args.site)
         with _heartbeat(args, err) as beat:
             judged = doctor.diagnose(cmd, python=args.python, site=args.site, probes=args.probes,
                                      strict=args.strict, gpu=_gpu(args.gpu), stage=beat.stage)
-    except doctor.EngineMismatch as exc:
+    except which_engine.EngineMismatch as exc:
         return _mismatch(exc, command or [], args.json, out)
     except PatcherError as exc:
         if args.debug:
@@ -105,7 +104,7 @@ def _gpu(text: str | None) -> str | None:
                                found=repr(text)) from None
 
 
-def _mismatch(exc: doctor.EngineMismatch, command: list[str], as_json: bool, out: TextIO) -> int:
+def _mismatch(exc: which_engine.EngineMismatch, command: list[str], as_json: bool, out: TextIO) -> int:
     if as_json:
         print(json.dumps(report.mismatch_json(exc, command), indent=2), file=out)
     else:

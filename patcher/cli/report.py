@@ -19,7 +19,7 @@ from patcher.drafter.fix import FixOutcome
 from patcher.environment import engines
 from patcher.findings import LEVELS, PROBLEM, UNKNOWN, Finding, tally
 from patcher.installer.actions import Report
-from patcher.launch import doctor
+from patcher.launch import doctor, which_engine
 from patcher.release.release import Release
 
 # The JSON of apply / verify / revert (docs/reference.md "--json schema"). A change that could break a
@@ -315,11 +315,11 @@ def doctor_lines(r: doctor.DoctorReport) -> list[str]:
     return out
 
 
-def mismatch_json(exc: doctor.EngineMismatch, command: list[str]) -> dict:
+def mismatch_json(exc: which_engine.EngineMismatch, command: list[str]) -> dict:
     """The command names another engine than the one installed: no-go, before anything is read."""
     return {"schema": doctor.SCHEMA, "command": command, "engine": None, "verify": None, "findings": [],
             "counts": dict.fromkeys(LEVELS, 0), "verdict": "no-go", "reasons": [exc.what], "next": [], "exit": 1}
 
 
-def mismatch_lines(exc: doctor.EngineMismatch) -> list[str]:
+def mismatch_lines(exc: which_engine.EngineMismatch) -> list[str]:
     return [*(line.replace("error: ", "no-go: ", 1) for line in exc.lines()), "verdict: no-go", f"exit 1: {exc.what}"]

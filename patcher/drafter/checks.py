@@ -36,7 +36,8 @@ from patcher.drafter.release_checks import (
     unproven,
 )
 from patcher.drafter.shape_checks import check_attention, check_context, check_dtype, check_vocab, n_or_unset, shape_of
-from patcher.findings import HINT, Finding, hint, ok, problem
+from patcher.engine_specs.base import DrafterReading
+from patcher.findings import HINT, Finding, hint, ok, problem, unknown
 from patcher.release.launch_command import method_given
 from patcher.release.release import Release
 
@@ -52,6 +53,9 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
     launch line, the engine module's minimal EAGLE-3 line is used. ``env``: the launch's environment
     (doctor's): the runner it selects is the one whose capture is judged; ``runner``: that runner
     where doctor decided it for the whole launch (the release's start-up configuration's answer)."""
+    if release is not None and release.spec.drafter is None:
+        return [_not_checked(release), *check_aux_ids(drafter, target),
+                *_own_checks(ckpt, drafter, target, loader=False)]
     # What a release does is a rule of ours (facts) except where its own code was asked (the loader
     # child: keys and capture); a rule is said as a verdict only on a release it is proven on.
     findings = check_setup(release, drafter) if release is not None else []
@@ -67,18 +71,9 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
     if answer.status == "unavailable":  # the name rules, said as what to expect, never as a verdict
         findings += [_expected(f) for f in _check_decoder_keys(ckpt, release) + _check_unknown_keys(ckpt, release)
                      if f.level != "ok"]
+    findings += _own_checks(ckpt, drafter, target)
     if any(a in MLA_DRAFTERS for a in drafter.architectures):
-        findings.append(hint("architecture.mla", "an MLA EAGLE-3 drafter: the shape checks here are for "
-                             "Llama drafters and were skipped (its keys are the loader's, above)"))
         return findings
-    findings += _check_fc(ckpt, drafter, target)
-    findings += check_vocab(ckpt, drafter, target)
-    findings += check_attention(ckpt, drafter, target)
-    findings += check_context(drafter, target)
-    findings += check_dtype(ckpt, drafter)
-    if target is None:
-        findings.append(hint("target.missing", "no --target: checked against the drafter's own config only",
-                             hint="pass --target KIMI_FOLDER to check aux layer ids, hidden size and vocab"))
     if flags is not None:
         flag_engine = release.spec if release is not None else guess_engine(flags)
         if flag_engine is None:
@@ -87,10 +82,39 @@ def check_drafter(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig
         else:
             findings += check_flags(flags, flag_engine, ckpt.folder, drafter.format == SPECULATORS)
         given = method_given(split_flags(flags), release.name) if release is not None else None
-        eagle = release.spec.launch.eagle_methods[0] if release is not None else None
+        launch = release.spec.launch if release is not None else None
+        eagle = launch.eagle_methods[0] if launch is not None else None
         if release is not None and given is not None and given[1] == eagle:  # EAGLE, not EAGLE3 (issue 32)
             findings = facts.reading(release).eagle_with_eagle3_drafter(findings, release, drafter)
     return findings
+
+
+def _own_checks(ckpt: Checkpoint, drafter: DrafterConfig, target: TargetConfig | None,
+                loader: bool = True) -> list[Finding]:
+    """The checkpoint against its own config and the target: what no engine's reading changes.
+    ``loader``: the engine's loader was asked about the keys (said above these lines)."""
+    if any(a in MLA_DRAFTERS for a in drafter.architectures):
+        keys = " (its keys are the loader's, above)" if loader else ""
+        return [hint("architecture.mla", "an MLA EAGLE-3 drafter: the shape checks here are for Llama drafters "
+                     f"and were skipped{keys}")]
+    findings = _check_fc(ckpt, drafter, target) + check_vocab(ckpt, drafter, target)
+    findings += check_attention(ckpt, drafter, target) + check_context(drafter, target) + check_dtype(ckpt, drafter)
+    if target is None:
+        findings.append(hint("target.missing", "no --target: checked against the drafter's own config only",
+                             hint="pass --target KIMI_FOLDER to check aux layer ids, hidden size and vocab"))
+    return findings
+
+
+def _not_checked(release: Release) -> Finding:
+    """An engine whose module states no drafter reading: what it does with the drafter is unknown."""
+    return unknown("engine.drafter", f"{release.label()}: how it loads and feeds this drafter is not checked for "
+                   "this engine (its module states no EAGLE-3 drafter reading): its keys, aux capture, config "
+                   "format and launch flags are not judged", hint="the other lines are the checkpoint's own checks")
+
+
+def _readers() -> list[tuple[engine_specs.EngineSpec, DrafterReading]]:
+    """The engines that state how they read an EAGLE-3 drafter, each with that reading."""
+    return [(s, s.drafter) for s in engine_specs.ALL if s.drafter is not None]
 
 
 def _fix_command(release: Release | None) -> str:
@@ -103,9 +127,8 @@ def _fix_command(release: Release | None) -> str:
 
 
 def _check_config_format(d: DrafterConfig, release: Release | None) -> list[Finding]:
-    readers = ", ".join(f"{s.title} reads it from {s.drafter.since[facts.SPECULATORS_CONFIG]}"
-                        if facts.SPECULATORS_CONFIG in s.drafter.since else f"{s.title} never"
-                        for s in engine_specs.ALL)
+    readers = ", ".join(f"{s.title} reads it from {d.since[facts.SPECULATORS_CONFIG]}"
+                        if facts.SPECULATORS_CONFIG in d.since else f"{s.title} never" for s, d in _readers())
     if d.format == SPECULATORS:
         if d.speculators_model_type != "eagle3":
             return [problem("config.format", "a speculators config of another algorithm than EAGLE-3",
@@ -117,7 +140,7 @@ def _check_config_format(d: DrafterConfig, release: Release | None) -> list[Find
         if facts.reads_speculators_config(release):
             return [ok("config.format", f"speculators-format config, read by {release.label()}")]
         title = release.spec.title
-        reads_from = release.spec.drafter.since.get(facts.SPECULATORS_CONFIG)  # None: no release of it does
+        reads_from = release.spec.drafter_rules.since.get(facts.SPECULATORS_CONFIG)  # None: no release of it does
         if reads_from is not None and release.version is None:
             return [hint("config.format", f"speculators-format config: {title} reads it from {reads_from}",
                          hint="pass --engine-version to check your release")]
@@ -160,8 +183,11 @@ def _check_decoder_keys(ckpt: Checkpoint, release: Release | None) -> list[Findi
     out: list[Finding] = []
     accepted = facts.loader_accepts(release) if release is not None else None
     if release is None or accepted is None:
-        out.append(hint("keys.decoder_prefix", f"{found}: vLLM reads both spellings; SGLang <= 0.5.11 reads only "
-                        "midlayer.* and skips layers.0.* without a message",
+        # each engine in its own words: every engine where none is named, else the release's alone
+        readers = [d for _, d in _readers()] if release is None else [release.spec.drafter_rules]
+        said = "; ".join(d.decoder_spellings for d in readers if d.decoder_spellings)
+        who = release.label() if release is not None else "the engine"
+        out.append(hint("keys.decoder_prefix", f"{found}: {said or f'which spellings {who} reads is not stated'}",
                         hint="pass --engine and --engine-version (or --python / --site) to check your release"))
     elif scheme in accepted:
         via = (f" (with our patch {release.name}/{facts.KEYS_FAMILY})"
@@ -181,8 +207,8 @@ def _check_decoder_keys(ckpt: Checkpoint, release: Release | None) -> list[Findi
     if release is not None and limit is not None and len(layers) > limit:
         out.append(problem("keys.decoder_layers", f"{len(layers)} decoder layers; {release.label()} builds {limit}",
                            wanted=f"{limit} decoder layer", found=f"layers {sorted(layers)}",
-                           hint=" or ".join(f"{s.title} >= {s.drafter.since[s.drafter.multi_layer_since]}"
-                                            for s in engine_specs.ALL if s.drafter.multi_layer_since in s.drafter.since)
+                           hint=" or ".join(f"{s.title} >= {d.since[d.multi_layer_since]}"
+                                            for s, d in _readers() if d.multi_layer_since in d.since)
                            + " build multi-layer drafters"))
     if release is not None and facts.reading(release).adds_model_prefix:
         prefixed = [n for n in ckpt.tensors if n.startswith(MODEL_PREFIX)]

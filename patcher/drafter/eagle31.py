@@ -54,7 +54,7 @@ def _honoured_since(fam: FamilyState, switch: str, path: str, drafter: str) -> V
 
 def switch_read_since(release: Release, switch: str, drafter_class: str, speculators_format: bool) -> Version | None:
     """The first release that runs the switch for this drafter as published; None: no release does."""
-    rules = release.spec.drafter
+    rules = release.spec.drafter_rules
     if rules.eagle31_facts_family:
         fam = release.family(rules.eagle31_facts_family)
         if fam is None:
@@ -86,12 +86,12 @@ def switch_outcome(release: Release, switch: str, drafter_class: str, speculator
     first = switch_read_since(release, switch, drafter_class, speculators_format)
     if first is not None and release.version >= first:
         return HONOURED, f"read since {release.name} {first}"
-    guard = release.spec.drafter.eagle31_guard
+    guard = release.spec.drafter_rules.eagle31_guard
     if guarded and release.fixed(guard):
         return REFUSED, f"{release.name}/{guard} refuses it at load"
     prefix = SWITCH_WEIGHTS.get(switch)
     if has_weights and prefix is not None:
-        return release.spec.drafter.switch_weights(release, switch, drafter_class, prefix)
+        return release.spec.drafter_rules.switch_weights(release, switch, drafter_class, prefix)
     return DROPPED, "nothing reads it, and no weight trips the loader"
 
 
@@ -103,7 +103,7 @@ def _switch_fact(release: Release, switch: str, drafter_class: str, speculators_
     """What the family's [[drafter_fact]] entries (read from the wheels) say the release does with
     the switch, as published or with the family applied (``guarded``: where the family's check
     applies to this drafter); None where they say nothing."""
-    rules = release.spec.drafter
+    rules = release.spec.drafter_rules
     facts_family = rules.eagle31_facts_family
     fam = release.family(facts_family) if facts_family else None
     if fam is None or release.version is None:

@@ -55,7 +55,7 @@ from patcher.release.release import Release
 
 def reading(release: Release) -> base.DrafterReading:
     """How the release's engine reads a drafter: every rule below asks it, never the engine's name."""
-    return release.spec.drafter
+    return release.spec.drafter_rules
 
 
 def since(release: Release, behaviour: str) -> bool | None:

@@ -36,6 +36,13 @@ def fix_drafter(drafter: Path, out: Path, target: Path | None, release: Release 
         raise DrafterInputError("fix needs to know the engine",
                                 wanted=f"--engine {'|'.join(engine_specs.NAMES)} --engine-version V",
                                 found="no engine named and none installed")
+    if release.spec.drafter is None:  # nothing says what this engine reads: a copy would be a guess
+        readers = [s.name for s in engine_specs.ALL if s.drafter is not None]
+        raise DrafterInputError(f"fix has nothing to convert to for {release.label()}: its module states no "
+                                "EAGLE-3 drafter reading", wanted=f"--engine {'|'.join(readers)}",
+                                found=f"--engine {release.name}",
+                                hint="the drafter is not checked for this engine; `drafter check` runs the "
+                                     "checkpoint's own checks")
     ckpt = read_checkpoint(drafter)
     config = parse_drafter_config(ckpt.config, ckpt.folder / "config.json")
     target_config = parse_target_config(read_config(target), target / "config.json") if target is not None else None

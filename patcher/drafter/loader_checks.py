@@ -47,7 +47,7 @@ def question(ckpt: Checkpoint, release: Release, argv: list[str] | None, target:
     drafter is built or loaded (``DrafterReading.loader_options``): every spelling of a launch, and
     ``drafter check`` on the same drafter and target, ask the same question."""
     header = {name: (info.dtype, tuple(info.shape)) for name, info in ckpt.tensors.items()}
-    reading = release.spec.drafter
+    reading = release.spec.drafter_rules
     line = reading.loader_argv(str(target or ckpt.folder), str(ckpt.folder))
     given = list(argv or ())
     for option in reading.loader_options:

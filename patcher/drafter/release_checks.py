@@ -85,6 +85,9 @@ def unproven(release: Release | None, findings: list[Finding], askable: bool = F
 def _registry_finding(code: str, what: str, arch: str, release: Release) -> Finding:
     since = facts.registered_since(release, arch)
     known = facts.registers(release, arch)
+    if known is None and not release.spec.registered_since:
+        return hint(code, f"{release.spec.title}'s module states no model registry: whether {release.label()} "
+                    f"registers {arch} is not known", found=release.label())
     if known is None:
         return hint(code, f"{release.label()} is older than the releases this check knows; "
                     f"whether it registers {arch} is not known", found=release.label(), hint="see VERSIONS.md")

@@ -24,7 +24,7 @@ def reads_rope_parameters(release: Release) -> bool | None:
     """Whether the release reads a drafter's `rope_parameters`; None: release unknown."""
     if release.version is None:
         return None
-    read = release.spec.drafter.rope_parameters_read
+    read = release.spec.drafter_rules.rope_parameters_read
     return read is None or any(contains(SpecifierSet(s), release.version) for s in read)
 
 

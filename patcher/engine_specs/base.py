@@ -94,7 +94,7 @@ class Ask:
     def since(self, behaviour: str) -> bool | None:
         """Whether the release has ``behaviour`` (``DrafterReading.since``); None: no release known.
         False for a behaviour the engine's table has no entry for (it never has it)."""
-        if self.version is None:
+        if self.version is None or self.spec.drafter is None:
             return None
         first = self.spec.drafter.since.get(behaviour)
         return first is not None and self.version >= Version(first)
@@ -231,6 +231,9 @@ class DrafterReading:
     # config overrides): doctor adds them to ``loader_argv``'s line as the command gives them, so every
     # other spelling of the same launch asks the loader the same question (one cached answer)
     loader_options: tuple[str, ...] = ()
+    # which decoder-layer spellings (midlayer.*, layers.0.*) its releases read, in its own words: what
+    # the drafter check says where neither its loader nor a patch family's state answers; "": not stated
+    decoder_spellings: str = ""
 
 
 @dataclass(frozen=True)
@@ -311,17 +314,24 @@ class Launch:
 
 @dataclass(frozen=True)
 class EngineSpec:
-    """One engine. The fields without a default are what every engine states; the defaults are a
-    plain engine's (no CPU env, no environment variables doctor reads), so a small engine states
-    only what differs (pre-commit's ``lang_base``)."""
+    """One engine. The five fields without a default are what every engine states: with them and
+    its patches, list, apply, verify and revert work. Every other field is a capability, and its
+    default is an engine without it (pre-commit's ``Language``: a few required members, the rest
+    optional): doctor, the drafter check and the tests ask whether an engine has one (``launch is
+    not None``), and where it has not, they say "not checked for this engine", never another
+    engine's words."""
 
     name: str  # what a user types (--engine), patches/<name>/, and every report's "engine"
     title: str  # the engine as a sentence names it
     distribution: str  # the distribution that installs it (pip, importlib.metadata)
     package: str  # the top-level package Python imports, under site-packages
     first_covered: str  # the first release the compatibility matrix reasons about
-    launch: Launch
-    drafter: DrafterReading
+    # doctor reads its server lines (how they start, how its parser spells the options); None: doctor
+    # names the engine from the release's console scripts and judges its install only
+    launch: Launch | None = None
+    # it runs EAGLE-3 drafters, and this is how it reads one; None: the drafter check runs only the
+    # checkpoint's own checks (against the target), and says the engine's reading is not checked
+    drafter: DrafterReading | None = None
     order: int = 100  # where it comes in every listing: vLLM 0, SGLang 1, a new engine after them
     cpu_env_lines: tuple[CpuEnvLine, ...] = ()
     cpu_imports: tuple[CpuImport, ...] = ()  # what a CPU env imports per release (its probes' modules)
@@ -337,6 +347,21 @@ class EngineSpec:
     env: EnvRules | None = None  # the environment variables doctor reads; None: none
     # the first release whose model registry resolves each architecture the drafter check names
     registered_since: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def launch_rules(self) -> Launch:
+        """``launch``, where the caller has asked that the engine has it (a command it read)."""
+        if self.launch is None:
+            raise LookupError(f"{self.name} states no launch reading: ask `spec.launch is not None` first")
+        return self.launch
+
+    @property
+    def drafter_rules(self) -> DrafterReading:
+        """``drafter``, where the caller has asked that the engine has it (the drafter check's
+        engine-specific checks run only then)."""
+        if self.drafter is None:
+            raise LookupError(f"{self.name} states no drafter reading: ask `spec.drafter is not None` first")
+        return self.drafter
 
 
 # --- what a plain engine's rules are ---------------------------------------------------------------

@@ -46,7 +46,7 @@ def method_of(release: Release, cmd: LaunchCommand, target: TargetConfig | None,
     vLLM's ``draft_model``, which it infers for a config without a method) given an EAGLE-3
     drafter (``eagle3_drafter``: its config says so) goes to the drafter check, which says it does
     not run one; any other is outside what doctor checks: unknown, never go."""
-    launch = cmd.spec.launch
+    launch = cmd.spec.launch_rules
     given = method_given(list(cmd.argv), cmd.engine)
     if given is None:
         return Method(NONE, None)
@@ -95,7 +95,7 @@ def _mtp_findings(release: Release, cmd: LaunchCommand, name: str, eagle_as_mtp:
                         f"{layers if layers is not None else 'not set'}): the server stops at start-up",
                         wanted="a target with MTP layers (DeepSeek-V3), or EAGLE-3 with a drafter",
                         found=f"{arch}, no MTP layers",
-                        hint=f"use an EAGLE-3 drafter: {cmd.spec.launch.eagle3_flags}")]
+                        hint=f"use an EAGLE-3 drafter: {cmd.spec.launch_rules.eagle3_flags}")]
     loads = mtp_target_architectures(cmd.spec, release.site)
     if loads is not None and arch in loads:
         return [ok(code, f"{how}: {arch} with {layers} MTP layer(s), which {release.label()} loads as the draft; "
@@ -112,7 +112,7 @@ def _looks_like_hub_id(value: str) -> bool:
 
 def path_findings(cmd: LaunchCommand, method: Method) -> list[Finding]:
     out = []
-    launch = cmd.spec.launch  # the wanted forms are this engine's own spellings
+    launch = cmd.spec.launch_rules  # the wanted forms are this engine's own spellings
     model = launch.spellings["model"][0]
     target_form = f"{' '.join(launch.serve_commands[0])} T or {model} T" if launch.serve_takes_model else f"{model} T"
     draft_form = (f"{launch.spellings['draft'][0]} D" if "draft" in launch.spellings else
@@ -212,7 +212,7 @@ def mtp_target_architectures(spec: EngineSpec, site: Path | None) -> frozenset[s
     None: not read (no install, or the release's code moved)."""
     if site is None:
         return None
-    launch = spec.launch
+    launch = spec.launch_rules
     found: set[str] = set()
     if launch.mtp_model is not None and (site / launch.mtp_model[0]).is_file():
         found |= set(launch.mtp_model[1])
@@ -245,7 +245,7 @@ def mtp_methods(spec: EngineSpec, site: Path | None) -> frozenset[str]:
     """The *_mtp methods the release's Literal types name (vLLM's MTPModelTypes, or SpeculativeMethod
     before it existed), and "mtp" itself where named."""
     out: set[str] = set()
-    for rel in spec.launch.mtp_declarations:
+    for rel in spec.launch_rules.mtp_declarations:
         tree = parse_file(site / rel) if site is not None else None
         for node in ast.walk(tree) if tree is not None else ():
             if isinstance(node, (ast.Assign, ast.AnnAssign)):

@@ -17,18 +17,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from patcher import engine_specs
 from patcher.core.plan import State
 from patcher.drafter import loader_checks
 from patcher.drafter.checkpoint import read_checkpoint, read_config
 from patcher.drafter.checks import check_drafter
 from patcher.drafter.configs import EAGLE3_LLAMA, DrafterConfig, TargetConfig, parse_drafter_config, parse_target_config
 from patcher.engine_specs.base import SPECULATORS, EnvVar, LaunchContext
-from patcher.environment import engines, gpus
+from patcher.environment import gpus
 from patcher.errors import NotInstalled, PatcherError
-from patcher.findings import PROBLEM, UNKNOWN, Finding, ok, problem
+from patcher.findings import PROBLEM, UNKNOWN, Finding, ok, problem, unknown
 from patcher.installer import actions
-from patcher.launch import command_checks, config_file, reading_checks
+from patcher.launch import command_checks, config_file, reading_checks, which_engine
 from patcher.launch.meets import NO, YES, FamilyMeet, MeetContext, judge
 from patcher.release import release_loader, release_parser
 from patcher.release.launch_command import LaunchCommand, effective_env
@@ -99,8 +98,10 @@ class DoctorReport:
 
     @property
     def parsed_by(self) -> str:
-        """Who read the command line: "release" (its own parser) or "spellings" (doctor's, where
-        the release's parser does not import)."""
+        """Who read the command line: "release" (its own parser), "spellings" (doctor's, where
+        the release's parser does not import) or "none" (its engine states no reading of it)."""
+        if not self.command.read:
+            return "none"
         line = next((f for f in self.launch if f.code == PARSE), None)
         return "release" if line is not None and line.level in ("ok", "problem") else "spellings"
 
@@ -140,16 +141,22 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
         stage(f"reading the {cmd.engine} install" + (" and running its probes" if probes else ""))
         report = actions.verify(cmd.engine, opts)
     except NotInstalled as missing:
-        other = _other_engine(cmd.engine, python, site)
+        other = which_engine.other_engine(cmd.engine, python, site)
         if other is None:
             raise
         # The command starts one engine and this environment has the other: nothing else can be judged.
-        raise EngineMismatch(cmd, other, missing) from None
+        raise which_engine.EngineMismatch(cmd, other, missing) from None
     install = report.install
     release = replace(from_statuses(install, report.statuses), located_by=located_by(python, site))
     by = f" (located by {python}, the command's interpreter)" if python and python == cmd.python else ""
     launch.insert(0, ok("launch.engine", f"the command starts {cmd.engine}; {release.label()} is installed at "
                                          f"{install.site}{by}"))
+    if not cmd.read:  # the engine states no launch reading: its install is judged, its line is not
+        launch.append(unknown(PARSE, f"{release.label()}: the line is not checked for this engine (its module "
+                              "states no reading of its launch lines): its options, target, drafter and "
+                              "environment are not read", hint=f"patcher verify --engine {cmd.engine} judges the "
+                              "install; the line itself is yours to check"))
+        return DoctorReport(cmd, report, release, {}, {}, launch, probes=probes, strict=strict)
     env = effective_env(cmd, environ)
     variables = command_checks.variables(cmd.spec, install.site)
     as_given = release_parser.server_argv(cmd)  # what the release's loader is built from (the drafter check)
@@ -166,7 +173,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     if reading.status == "rejected":  # the server stops at argument parsing: nothing else of the line runs
         return DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                             launch, probes=probes)
-    launch += _entry_findings(cmd, install, release)
+    launch += which_engine.entry_findings(cmd, install, release)
     launch += command_checks.env_findings(variables, env, cmd, install.site)
     unreadable: list[Finding] = []
     target = _target_config(cmd, unreadable)
@@ -180,13 +187,13 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     launch += method.findings
     context = LaunchContext(release, cmd, target, env, variables, parsed_by_release=reading.by == "release",
                             startup=reading.startup)
-    for check in cmd.spec.launch.checks:  # what the engine's server does with the whole command
+    for check in cmd.spec.launch_rules.checks:  # what the engine's server does with the whole command
         launch += check(context)
     doc = DoctorReport(cmd, report, release, variables, {k: env[k] for k in variables if k in env},
                        launch, target_config=target, probes=probes, strict=strict, gpu=gpu)
     stops = reading.startup is not None and reading.startup["status"] == "refused"  # before any weight
     stage(f"asking {release.label()}'s own loader about the drafter")
-    runner = cmd.spec.launch.runner(context) if cmd.spec.launch.runner is not None else None
+    runner = cmd.spec.launch_rules.runner(context) if cmd.spec.launch_rules.runner is not None else None
     doc.drafter = (_drafter_findings(cmd, release, target, as_given, env, runner)
                    if method.kind == command_checks.EAGLE and not stops else [])
     _judge_families(doc, context, tuple(as_given))
@@ -198,36 +205,6 @@ def _judge_families(doc: DoctorReport, context: LaunchContext, as_given: tuple[s
     ctx = MeetContext(context, tuple(doc.findings()), doc.gpu, as_given, _drafter_config(doc.command))
     doc.families, lines = judge(doc.verify.statuses, ctx, doc.strict, doc.release.apply_command())
     doc.launch += lines
-
-
-def _entry_findings(cmd: LaunchCommand, install: engines.Install, release: Release) -> list[Finding]:
-    """A console command the release does not install (SGLang's ``sglang`` before 0.5.5), read
-    from its ``entry_points.txt``: the line does not start."""
-    spec = cmd.spec
-    serve = next((s for s in spec.launch.serve_commands if " ".join(s) == cmd.entry), None)
-    scripts = command_checks.console_scripts(install.dist_info) if serve else None
-    if serve is None or scripts is None or serve[0] in scripts:
-        return []
-    return [problem("launch.entry", f"{release.label()} has no '{cmd.entry}' (its entry_points.txt declares no "
-                    f"'{serve[0]}' command): the command does not start",
-                    wanted=f"python -m {spec.launch.modules[0]} ..." if spec.launch.modules else cmd.entry,
-                    found=cmd.entry)]
-
-
-class EngineMismatch(PatcherError):
-    """The command starts one engine and the environment has only the other: no-go (exit 1)."""
-
-    exit_code = 1
-
-    def __init__(self, cmd: LaunchCommand, other: engines.Install, missing: NotInstalled) -> None:
-        super().__init__(f"the command starts {cmd.engine}, but this environment has {other.engine} "
-                         f"{other.version} and no {cmd.engine}",
-                         wanted=f"{cmd.engine} installed where the command runs", found=missing.found,
-                         hint="point --python/--site at the environment that runs the server")
-
-
-def _other_engine(engine: str, python: str | None, site: Path | None) -> engines.Install | None:
-    return engines.find_first([n for n in engine_specs.NAMES if n != engine], python=python, site=site)[0]
 
 
 def _target_config(cmd: LaunchCommand, launch: list[Finding]) -> TargetConfig | None:
@@ -265,7 +242,8 @@ def _ask_loader_ahead(cmd: LaunchCommand, release: Release, as_given: list[str])
     two engine imports (the parser's, the loader's) run side by side. The question is the one
     ``_drafter_findings`` asks where the line reads the same after the release's parse; where it
     does not, the answer is only a cache entry nobody reads."""
-    if cmd.drafter is None or not Path(cmd.drafter).expanduser().is_dir() or release.site is None:
+    if cmd.drafter is None or not Path(cmd.drafter).expanduser().is_dir() or release.site is None \
+            or release.spec.drafter is None:
         return
     target = Path(cmd.target).expanduser() if cmd.target and Path(cmd.target).expanduser().is_dir() else None
     if target is not None and not (target / "config.json").is_file():

@@ -76,7 +76,7 @@ def condition(name: str, ctx: MeetContext) -> Meet:
     cmd, spec = ctx.launch.cmd, ctx.launch.release.spec
     kind, _, arg = name.partition(":")
     if name in ("eagle3", "eagle"):
-        eagle, eagle3 = (m.upper() for m in spec.launch.eagle_methods)
+        eagle, eagle3 = (m.upper() for m in spec.launch_rules.eagle_methods)
         method = (cmd.method or "").upper()
         wanted = {eagle3} if name == "eagle3" else {eagle, eagle3}
         if method in wanted and cmd.drafter is not None:

@@ -22,7 +22,10 @@ from patcher.errors import LaunchUsageError
 from patcher.release import launch_wrappers
 
 # How each engine starts and spells the options doctor reads: engine_specs.<engine>.SPEC.launch.
-_SPELLINGS = {s.name: s.launch.spellings for s in engine_specs.ALL}
+# An engine without that capability is named from its release's console scripts (``parse``'s
+# ``scripts``) or its package (``python -m <package>...``), and nothing of its line is read.
+_READ = tuple(s for s in engine_specs.ALL if s.launch is not None)
+_SPELLINGS = {s.name: s.launch.spellings for s in _READ if s.launch is not None}
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -67,6 +70,12 @@ class LaunchCommand:
     def values(self, *spellings: str) -> list[str]:
         return option_values(list(self.argv), self.engine, *spellings)
 
+    @property
+    def read(self) -> bool:
+        """Whether its engine states how its lines are read (``EngineSpec.launch``): else only the
+        engine is known, and nothing of the line."""
+        return self.engine in _SPELLINGS
+
 
 def option_values(argv: list[str], engine: str, *spellings: str) -> list[str]:
     """The values given to an option, as ``engine``'s parser reads its spellings, in order."""
@@ -81,7 +90,8 @@ def _expand(engine: str, spellings: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _names(engine: str, option: str) -> tuple[str, ...]:
-    if engine_specs.spec(engine).launch.dashes_or_underscores and option.startswith("--"):
+    launch = engine_specs.spec(engine).launch
+    if launch is not None and launch.dashes_or_underscores and option.startswith("--"):
         return (option, "--" + option[2:].replace("-", "_"))
     return (option,)
 
@@ -101,8 +111,10 @@ def _is_python(word: str) -> bool:
     return re.fullmatch(r"python(\d+(\.\d+)?)?", PurePath(word).name) is not None
 
 
-def parse(command: list[str]) -> LaunchCommand:
-    """The launch command, or LaunchUsageError (what was found, what doctor reads)."""
+def parse(command: list[str], scripts: dict[str, str] | None = None) -> LaunchCommand:
+    """The launch command, or LaunchUsageError (what was found, what doctor reads). ``scripts``: the
+    console commands of installed engines without a launch reading (name -> engine), as their
+    releases' entry_points.txt declare them."""
     env: dict[str, str] = {}
     unset: list[str] = []
     words, cleared = launch_wrappers.unwrap(list(command), env, unset, _ASSIGNMENT)
@@ -110,10 +122,11 @@ def parse(command: list[str]) -> LaunchCommand:
     if not words:
         raise LaunchUsageError("doctor needs the server command after '--'", wanted=f"patcher doctor -- {wanted}",
                                found=shlex.join(command) or "nothing after '--'")
-    engine, argv, positional, entry = _engine_of(words)
+    engine, argv, positional, entry = _engine_of(words, scripts or {})
     if engine is None:
-        titles = [s.title for s in engine_specs.ALL]
-        raise LaunchUsageError(f"the command after '--' is not a {' or '.join(titles)} server launch", wanted=wanted,
+        titles = [s.title for s in _READ]
+        which = f"{', '.join(titles[:-1])} or {titles[-1]}" if len(titles) > 1 else titles[0]
+        raise LaunchUsageError(f"the command after '--' is not a {which} server launch", wanted=wanted,
                                found=shlex.join(words)[:120],
                                hint="pass the exact line that starts the server, after '--'")
     cmd = _build(engine, entry, argv, positional, command, env, _interpreter(words[0]))
@@ -123,8 +136,9 @@ def parse(command: list[str]) -> LaunchCommand:
 def _launch_forms() -> str:
     """Every way a known engine's server starts, as a line: "vllm serve MODEL ..., ..., or python -m ..."."""
     forms = []
-    for spec in engine_specs.ALL:
+    for spec in _READ:
         launch = spec.launch
+        assert launch is not None
         model = "MODEL" if launch.serve_takes_model else f"{launch.spellings['model'][0]} MODEL"
         forms += [f"{' '.join(words)} {model} ..." for words in launch.serve_commands]
         forms += [f"python -m {module} {launch.spellings['model'][0]} MODEL ..." for module in launch.modules[:1]]
@@ -139,7 +153,9 @@ def with_argv(cmd: LaunchCommand, argv: list[str]) -> LaunchCommand:
 
 def _build(engine: str, entry: str, argv: list[str], positional: str | None, command: list[str],
            env: dict[str, str], python: str | None) -> LaunchCommand:
-    spell = _SPELLINGS[engine]
+    spell = _SPELLINGS.get(engine)
+    if spell is None:  # an engine that states no reading of its lines: the line as given, unread
+        return LaunchCommand(engine, entry, tuple(argv), tuple(command), dict(env), python=python)
     models = _values(argv, _expand(engine, spell["model"]))
     # `vllm serve T --model X` serves T: the CLI copies model_tag over --model.
     target = positional if positional is not None else (models[-1] if models else None)
@@ -169,10 +185,11 @@ def _interpreter(word: str) -> str | None:
     return str(path.with_name("python"))
 
 
-def _engine_of(words: list[str]) -> tuple[str | None, list[str], str | None, str]:
+def _engine_of(words: list[str], scripts: dict[str, str]) -> tuple[str | None, list[str], str | None, str]:
     """(engine, its arguments, the positional model of ``vllm serve``, the entry point)."""
     head = [PurePath(words[0]).name, *words[1:]]
-    for spec in engine_specs.ALL:
+    for spec in _READ:
+        assert spec.launch is not None
         for serve in spec.launch.serve_commands:  # a console script (sglang's `serve` from 0.5.5)
             if head[:len(serve)] == list(serve):
                 rest, entry = words[len(serve):], " ".join(serve)
@@ -183,11 +200,17 @@ def _engine_of(words: list[str]) -> tuple[str | None, list[str], str | None, str
         i = words.index("-m")
         module = words[i + 1] if i + 1 < len(words) else ""
         for spec in engine_specs.ALL:
+            if spec.launch is None:  # a module of its package starts it; how is not stated
+                if module.split(".")[0] == spec.package:
+                    return spec.name, words[i + 2:], None, f"-m {module}"
+                continue
             if module in spec.launch.modules:
                 return spec.name, words[i + 2:], None, f"-m {module}"
             serve = spec.launch.serve_commands[0]  # its console script is `python -m <cli_module>`
             if module == spec.launch.cli_module and words[i + 2:i + 1 + len(serve)] == list(serve[1:]):
-                return _engine_of([*serve, *words[i + 1 + len(serve):]])
+                return _engine_of([*serve, *words[i + 1 + len(serve):]], scripts)
+    if head[0] in scripts:
+        return scripts[head[0]], words[1:], None, head[0]
     return None, [], None, ""
 
 
@@ -211,7 +234,10 @@ def method_given(argv: list[str], engine: str) -> tuple[str, str | None] | None:
     """(the option's last value as written, the speculative method in it as the engine's parser
     reads it: SGLang's --speculative-algorithm upper-cased, vLLM's "method" in --speculative-config
     as written; None when the JSON does not parse); None: the line names no method."""
-    option, key, upper = engine_specs.spec(engine).launch.method_option
+    launch = engine_specs.spec(engine).launch
+    if launch is None:
+        return None  # its lines are not read
+    option, key, upper = launch.method_option
     values = option_values(argv, engine, option)
     if not values:
         return None

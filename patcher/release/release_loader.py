@@ -128,7 +128,7 @@ def ask_ahead(engine: str, python: str | None, site: Path, question: Ask) -> Non
 def ask_many(engine: str, python: str | None, site: Path, questions: list[Ask]) -> list[LoadAnswer]:
     """``ask`` for several checkpoints of one install: the ones not cached share one interpreter."""
     spec = engine_specs.spec(engine)
-    child = spec.drafter.loader_child
+    child = spec.drafter_rules.loader_child
     if child is None:
         return [unavailable(f"patcher has no reader of {spec.title}'s drafter loader") for _ in questions]
     interpreter = python or sys.executable

@@ -105,8 +105,8 @@ def read_many(cmds: list[LaunchCommand], install: Install, gpu: str | None = Non
         todo = [i for i, got in enumerate(answers) if got is None]
         if todo:
             spec = cmds[0].spec
-            got = _run(python, install, spec.launch.parser_child,
-                       {"lines": [reqs[i] for i in todo], "dests": list(spec.launch.read)})
+            got = _run(python, install, spec.launch_rules.parser_child,
+                       {"lines": [reqs[i] for i in todo], "dests": list(spec.launch_rules.read)})
             for i, one in zip(todo, got["lines"] if "lines" in got else [got] * len(todo)):
                 answers[i] = one
                 if one["status"] != "unavailable":
@@ -136,8 +136,8 @@ def table_then_read(engine: str, install: Install, spell: Callable[[dict], list[
         cmds.extend(spell(table))
         return [_request(cmd) for cmd in cmds]
 
-    got = _run(python, install, spec.launch.parser_child,
-               {"lines": [], "dests": list(spec.launch.read), "table": entry, "more_on_stdin": True}, more)
+    got = _run(python, install, spec.launch_rules.parser_child,
+               {"lines": [], "dests": list(spec.launch_rules.read), "table": entry, "more_on_stdin": True}, more)
     where = (python, "" if install.python else str(install.site))
     answers = got["lines"] if "lines" in got else [got] * len(cmds)
     for cmd, one in zip(cmds, answers):
@@ -155,7 +155,7 @@ def _reading(cmd: LaunchCommand, got: dict | None, seconds: float, cached: bool,
         return cmd, Reading("spellings", "unavailable", got["error"], unsure(cmd), seconds, cached)
     if got["status"] == "rejected":
         return cmd, Reading("release", "rejected", got["error"], (), seconds, cached)
-    argv = canonical(cmd.spec.launch.read, got["values"])
+    argv = canonical(cmd.spec.launch_rules.read, got["values"])
     startup = got["values"].get("_startup")
     if not (isinstance(startup, dict) and startup.get("status") in STARTUP_STATUSES
             and all(isinstance(v, (str, int, type(None))) for v in startup.values())):
@@ -206,7 +206,7 @@ def canonical(read_as: dict[str, str], values: dict) -> list[str]:
 
 def unsure(cmd: LaunchCommand) -> tuple[str, ...]:
     """Tokens that the release's parser may read otherwise than doctor's exact spellings do."""
-    launch = cmd.spec.launch
+    launch = cmd.spec.launch_rules
     known = {s for spellings in launch.spellings.values() for s in spellings} | set(launch.read.values())
     out = []
     for token in cmd.argv:
@@ -316,7 +316,7 @@ def _key(engine: str, req: dict, install: Install, python: str, environ: Mapping
     seen = _engine_env(engine, os.environ if environ is None else environ)
     interpreter = kept.interpreter_digest(python, None if install.python else install.site)
     h = hashlib.sha256(json.dumps([interpreter, req, sorted(seen.items())]).encode())
-    child = engine_specs.spec(engine).launch.parser_child
+    child = engine_specs.spec(engine).launch_rules.parser_child
     h.update(_script(child).encode() if child else b"\0no child")
     h.update(kept.files_digest(install.site, list(install.record), install.package).encode())
     strings = [*req["argv"], *(v for v in (req.get("env") or {}).values() if v), *seen.values()]

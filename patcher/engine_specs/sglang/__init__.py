@@ -149,5 +149,7 @@ SPEC = EngineSpec(
         loader_options=("--dtype", "--trust-remote-code", "--speculative-draft-model-quantization",
                         "--speculative-draft-model-revision", "--json-model-override-args", "--model-impl",
                         "--context-length"),
+        # legacy_name_map from 0.5.12 (MAPS_LAYERS0); before it, layers.0.* has no parameter
+        decoder_spellings="SGLang <= 0.5.11 reads only midlayer.* and skips layers.0.* without a message",
     ),
 )

@@ -141,5 +141,6 @@ SPEC = EngineSpec(
             {"method": "eagle3", "model": drafter, "num_speculative_tokens": 3})],
         # what the draft ModelConfig and the loader read beyond the speculative config's model
         loader_options=("--dtype", "--trust-remote-code", "--hf-overrides", "--load-format", "--model-impl"),
+        decoder_spellings="vLLM reads both spellings",  # its loaders map midlayer.* onto layers.0.*
     ),
 )
