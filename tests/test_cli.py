@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from patcher import engine_specs
 from patcher.cli.main import main
 from patcher.core import catalogue, manifest, write
 from patcher.environment import engines
@@ -31,6 +32,8 @@ from tests.support.cli_on_release import cli, install
 from tests.test_drafter import eagle3_config, make_drafter
 
 ROOT = Path(__file__).resolve().parent.parent
+NAMES = engine_specs.NAMES  # every engine, found in the registry (issue 59: never a list written here)
+CHOICES = ", ".join(repr(n) for n in (*NAMES, "all"))
 BOOKKEEPING = ("  note: .kimi-patcher/ in this site-packages is patcher's bookkeeping: 'patcher revert --site {}' "
                "removes it with our edits; run that before 'pip uninstall kimi-patcher'")
 
@@ -57,8 +60,8 @@ def test_missing_site_dir_is_exit_2(tmp_path):
 
 @pytest.mark.parametrize("argv, what, wanted, found", [
     (("verify", "--engine", "foo", "--json"),
-     "usage: argument --engine: invalid choice: 'foo' (choose from 'vllm', 'sglang', 'all')",
-     "--engine one of 'vllm', 'sglang', 'all'", "--engine foo"),
+     f"usage: argument --engine: invalid choice: 'foo' (choose from {CHOICES})",
+     f"--engine one of {CHOICES}", "--engine foo"),
     (("verify", "--frobnicate", "--json"), "usage: unrecognized arguments: --frobnicate",
      "one of --debug, --engine, --help, --json, --no-probes, --only, --probe-timeout, --python, --quiet, --site, "
      "--skip, --strict, --verbose", "--frobnicate"),
@@ -110,8 +113,8 @@ def test_python_and_site_together_is_a_usage_error(tmp_path):
 def test_neither_engine_hint_names_the_flag_given(tmp_path):
     code, _, err = cli("verify", "--site", tmp_path)
     assert code == 2 and err.splitlines() == [
-        "error: neither vllm nor sglang is installed",
-        "  wanted: a distribution of vllm or sglang in the environment patcher reads",
+        f"error: neither {' nor '.join(NAMES)} is installed",
+        f"  wanted: a distribution of {' or '.join(NAMES)} in the environment patcher reads",
         f"  found:  none (site: {tmp_path})",
         "  hint:   point --site at the environment that runs the engine"]
 
@@ -459,9 +462,9 @@ def test_list_help_says_every_engine_is_listed_installed_or_not(capsys):
     assert main(["list", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "not installed are left out" not in text
-    assert "vllm, sglang or all (default: all; installed or not: the catalogue lists what we ship)" in text
-    code, out, _ = cli("list", "--json")  # nothing installed here: both engines are listed
-    assert code == 0 and {f["id"].split("/")[0] for f in json.loads(out)["families"]} == {"vllm", "sglang"}
+    assert f"{', '.join(NAMES)} or all (default: all; installed or not: the catalogue lists what we ship)" in text
+    code, out, _ = cli("list", "--json")  # nothing installed here: every engine is listed
+    assert code == 0 and {f["id"].split("/")[0] for f in json.loads(out)["families"]} == set(NAMES)
 
 
 @pytest.mark.parametrize("argv, flag", [(("apply", "--dry"), "--dry"), (("verify", "--no-pro"), "--no-pro"),
@@ -723,14 +726,20 @@ def test_vllm_turn_on_line_names_one_option_spelling_and_real_sizes():
         assert spellings[0] == ('"enable_fi_allreduce_fusion"' if old else '"fuse_allreduce_rms"'), v.id
 
 
-def test_the_references_version_example_counts_what_ships():
+def test_the_references_version_example_is_what_version_prints(capsys):
     """Issue 34 item 9: a count in the docs is generated or tested; this one said 9 and 40 when 15 and
-    72 shipped. The hash changes with every patch file, so the example names its shape (issue 42:
-    a hash copied into the docs is stale at the next patch); the counts are checked."""
+    72 shipped. The example names its shape, never a count or hash (issue 42: a hash copied into the
+    docs is stale at the next patch; issue 59: a new engine's families change the counts): the output
+    has that shape, and its counts are what ships."""
     from patcher.core import manifest
 
-    text = (ROOT / "docs" / "reference.md").read_text()
-    m = re.search(r"`patcher \S+ \(patch set: (\d+) families, (\d+) variants, sha256 <12 hex digits>\)`", text)
+    text = " ".join((ROOT / "docs" / "reference.md").read_text().split())
+    (example,) = re.findall(r"`(patcher \S+ \(patch set: <families> families, <variants> variants, "
+                            r"sha256 <12 hex digits>\))`", text)
+    shape = re.escape(example).replace(re.escape("<families>"), r"(\d+)").replace(re.escape("<variants>"), r"(\d+)")
+    shape = shape.replace(re.escape("<12 hex digits>"), "[0-9a-f]{12}").replace(re.escape("0.1.0"), r"\S+")
+    assert main(["--version"]) == 0
+    m = re.fullmatch(shape, capsys.readouterr().out.strip())
     fams = manifest.load_all()
     assert m and (int(m[1]), int(m[2])) == (len(fams), sum(len(f.variants) for f in fams))
 

@@ -32,82 +32,23 @@ RELEASES = [(e, v) for e in manifest.ENGINES for v in matrix.releases(e)]
 # first appears in 0.10.0; SGLang's set_eagle3_layers_to_capture first in 0.5.4.post2 and
 # legacy_name_map first in 0.5.12). test_release_matches_the_table compares what plan.assess says
 # on the real wheel with this table, so a manifest or plan.py change that moves a release fails
-# until the table is changed too, on purpose. Columns follow FAMILIES[engine].
-FAMILIES = {
-    "vllm": ("eagle3-config-aux-ids", "eagle3-drafter-keys", "eagle3-target-whitelist", "eagle3-v2-runner-guard", "eagle31-switches", "mla-aux-capture", "sm120-allreduce-fusion"),
-    "sglang": ("eagle3-aux-layer-ids", "eagle3-drafter-guards", "eagle3-drafter-keys", "eagle3-fused-allreduce-capture", "eagle3-loud-fc-skip", "eagle3-tbo-capture-refusal", "k25-aux-capture", "sm120-allreduce-fusion"),
-}
+# until the table is changed too, on purpose. The table is each engine's
+# patches/<engine>/reviewed.tsv (columns: its families, a row per release), read here.
+
+
+def _reviewed(engine: str) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+    """(the families, in column order; each reviewed release's cells) of patches/<engine>/reviewed.tsv."""
+    rows = [line.split("\t") for line in (manifest.PATCHES / engine / "reviewed.tsv").read_text().splitlines()
+            if line and not line.startswith("#")]
+    (head, *families), *body = rows
+    assert head == "release" and all(len(row) == len(families) + 1 for row in body), engine
+    return tuple(families), {row[0]: tuple(row[1:]) for row in body}
+
+
+REVIEWED = {engine: _reviewed(engine) for engine in manifest.ENGINES}
+FAMILIES = {engine: families for engine, (families, _) in REVIEWED.items()}
 EXPECTED: dict[tuple[str, str], tuple[str, ...]] = {
-    ("vllm", "0.9.0"): ("refused", "upstream 0.9.0", "refused", "upstream 0.9.0", "refused", "refused", "refused"),
-    ("vllm", "0.9.1"): ("refused", "upstream 0.9.0", "refused", "upstream 0.9.0", "refused", "refused", "refused"),
-    ("vllm", "0.9.2"): ("refused", "upstream 0.9.0", "refused", "upstream 0.9.0", "refused", "refused", "refused"),
-    ("vllm", "0.10.0"): ("refused", "upstream 0.9.0", "refused", "upstream 0.9.0", "refused", "refused", "upstream 0.10.0"),
-    ("vllm", "0.10.1"): ("refused", "upstream 0.9.0", "refused", "upstream 0.9.0", "refused", "refused", "upstream 0.10.0"),
-    ("vllm", "0.11.0"): ("refused", "upstream 0.9.0", "refused", "upstream 0.9.0", "refused", "refused", "upstream 0.10.0"),
-    ("vllm", "0.11.1"): ("patch E1", "upstream 0.9.0", "patch A4", "upstream 0.9.0", "patch W1", "patch B7", "patch D0"),
-    ("vllm", "0.11.2"): ("patch E1", "upstream 0.9.0", "patch A4", "upstream 0.9.0", "patch W1", "patch B7", "patch D0"),
-    ("vllm", "0.12.0"): ("patch E1", "upstream 0.9.0", "patch A4", "patch G1", "patch W1", "patch B8", "patch D1"),
-    ("vllm", "0.13.0"): ("patch E1", "upstream 0.9.0", "patch A4", "patch G1", "patch W1", "patch B9", "patch D1"),
-    ("vllm", "0.14.1"): ("patch E1", "upstream 0.9.0", "patch A4", "patch G1", "patch W1", "patch B9", "patch D1"),
-    ("vllm", "0.15.0"): ("patch E1", "upstream 0.9.0", "patch A4", "patch G1", "patch W1", "patch B10", "patch D1"),
-    ("vllm", "0.15.1"): ("patch E1", "upstream 0.9.0", "patch A4", "patch G1", "patch W1", "patch B10", "patch D1"),
-    ("vllm", "0.16.0"): ("patch E1", "upstream 0.9.0", "patch A5", "patch G2", "patch W2", "patch B11", "patch D2"),
-    ("vllm", "0.17.0"): ("patch E2", "upstream 0.9.0", "patch A6", "upstream 0.17.0", "patch W2", "patch B12", "patch D6"),
-    ("vllm", "0.17.1"): ("patch E2", "upstream 0.9.0", "patch A6", "upstream 0.17.0", "patch W2", "patch B12", "patch D6"),
-    ("vllm", "0.18.0"): ("patch E2", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W3", "upstream 0.18.0", "patch D6"),
-    ("vllm", "0.18.1"): ("patch E2", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W3", "upstream 0.18.0", "patch D6"),
-    ("vllm", "0.19.0"): ("patch E2", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W4", "upstream 0.18.0", "patch D7"),
-    ("vllm", "0.19.1"): ("patch E2", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W4", "upstream 0.18.0", "patch D7"),
-    ("vllm", "0.20.0"): ("patch E3", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W4", "upstream 0.18.0", "patch D7"),
-    ("vllm", "0.21.0"): ("patch E3", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W4", "upstream 0.18.0", "patch D7"),
-    ("vllm", "0.22.0"): ("patch E4", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W5", "upstream 0.18.0", "patch D7"),
-    ("vllm", "0.22.1"): ("patch E4", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W5", "upstream 0.18.0", "patch D7"),
-    ("vllm", "0.23.0"): ("patch E4", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W7", "upstream 0.18.0", "patch D7"),
-    ("vllm", "0.24.0"): ("patch E6", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "patch W6", "upstream 0.18.0", "patch D7"),
-    ("vllm", "0.25.0"): ("patch E6", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D8"),
-    ("vllm", "0.25.1"): ("patch E6", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D8"),
-    ("vllm", "0.26.0"): ("patch E5", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D8"),
-    ("vllm", "0.27.0"): ("patch E5", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D9"),
-    ("vllm", "0.29.0"): ("patch E5", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D9"),
-    ("vllm", "0.30.0"): ("patch E7", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D9"),
-    ("vllm", "0.33.0"): ("patch E7", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D9"),
-    ("vllm", "0.34.0"): ("patch E8", "upstream 0.9.0", "upstream 0.18.0", "upstream 0.17.0", "upstream 0.25.0", "upstream 0.18.0", "patch D9"),
-    ("sglang", "0.5.1"): ("refused", "patch g1", "patch v1", "refused", "patch v1", "refused", "refused", "patch v1"),
-    ("sglang", "0.5.1.post3"): ("refused", "patch g1", "patch v1", "refused", "patch v1", "refused", "refused", "patch v1"),
-    ("sglang", "0.5.2"): ("refused", "patch g1", "patch v1", "refused", "patch v1", "refused", "refused", "patch v2"),
-    ("sglang", "0.5.3.post1"): ("refused", "patch g1", "patch v1", "refused", "patch v1", "refused", "refused", "patch v2"),
-    ("sglang", "0.5.3.post2"): ("refused", "patch g1", "patch v1", "refused", "patch v1", "refused", "refused", "patch v3"),
-    ("sglang", "0.5.4.post1"): ("refused", "patch g1", "patch v1", "refused", "patch v1", "refused", "refused", "patch v3"),
-    ("sglang", "0.5.4.post2"): ("patch v1", "patch g1", "patch v1", "patch v1", "patch v1", "patch v1", "upstream 0.5.4.post2", "patch v12"),
-    ("sglang", "0.5.5"): ("patch v1", "patch g1", "patch v1", "patch v1", "patch v1", "patch v1", "upstream 0.5.4.post2", "patch v12"),
-    ("sglang", "0.5.5.post1"): ("patch v1", "patch g1", "patch v1", "patch v1", "patch v1", "patch v1", "upstream 0.5.4.post2", "patch v13"),
-    ("sglang", "0.5.5.post2"): ("patch v1", "patch g1", "patch v1", "patch v2", "patch v1", "patch v1", "upstream 0.5.4.post2", "patch v13"),
-    ("sglang", "0.5.5.post3"): ("patch v1", "patch g1", "patch v1", "patch v2", "patch v1", "patch v1", "upstream 0.5.4.post2", "patch v13"),
-    ("sglang", "0.5.6"): ("patch v2", "patch g1", "patch v1", "patch v2", "patch v1", "patch v1", "upstream 0.5.4.post2", "patch v13"),
-    ("sglang", "0.5.6.post1"): ("patch v2", "patch g1", "patch v1", "patch v3", "patch v1", "patch v1", "upstream 0.5.4.post2", "patch v13"),
-    ("sglang", "0.5.6.post2"): ("patch v2", "patch g1", "patch v1", "patch v3", "patch v1", "patch v1", "upstream 0.5.4.post2", "patch v13"),
-    ("sglang", "0.5.7"): ("patch v3", "patch g1", "patch v1", "patch v4", "patch v1", "patch v1", "upstream 0.5.4.post2", "patch v14"),
-    ("sglang", "0.5.8"): ("patch v4", "patch g1", "patch v1", "patch v5", "patch v1", "patch v1", "upstream 0.5.4.post2", "patch v4"),
-    ("sglang", "0.5.8.post1"): ("patch v4", "patch g1", "patch v1", "patch v5", "patch v1", "patch v1", "upstream 0.5.4.post2", "patch v4"),
-    ("sglang", "0.5.9"): ("patch v5", "patch g1", "patch v1", "patch v5", "patch v1", "patch v1", "patch v1", "patch v4"),
-    ("sglang", "0.5.10"): ("patch v6", "patch g1", "patch v1", "patch v6", "patch v2", "patch v2", "upstream 0.5.10", "patch v4"),
-    ("sglang", "0.5.10.post1"): ("patch v6", "patch g1", "patch v1", "patch v6", "patch v2", "patch v2", "upstream 0.5.10", "patch v4"),
-    ("sglang", "0.5.11"): ("patch v7", "patch g1", "patch v1", "patch v7", "patch v2", "patch v2", "upstream 0.5.10", "patch v5"),
-    ("sglang", "0.5.12"): ("patch v7", "patch g2", "patch v2", "patch v7", "patch v3", "patch v2", "upstream 0.5.10", "patch v5"),
-    ("sglang", "0.5.12.post1"): ("patch v7", "patch g2", "patch v2", "patch v7", "patch v3", "patch v2", "upstream 0.5.10", "patch v5"),
-    ("sglang", "0.5.13"): ("upstream 0.5.13", "patch g3", "patch v2", "patch v8", "patch v3", "patch v2", "upstream 0.5.10", "patch v5"),
-    ("sglang", "0.5.13.post1"): ("upstream 0.5.13", "patch g3", "patch v2", "patch v8", "patch v3", "patch v2", "upstream 0.5.10", "patch v5"),
-    ("sglang", "0.5.14"): ("upstream 0.5.13", "patch g3", "patch v2", "upstream 0.5.14", "patch v3", "patch v2", "upstream 0.5.10", "patch v6"),
-    ("sglang", "0.5.15.post1"): ("upstream 0.5.13", "patch g3", "patch v2", "upstream 0.5.14", "patch v3", "patch v2", "upstream 0.5.10", "patch v6"),
-    ("sglang", "0.5.16"): ("upstream 0.5.13", "patch g3", "patch v2", "upstream 0.5.14", "patch v3", "patch v2", "upstream 0.5.10", "patch v7"),
-    ("sglang", "0.5.17"): ("upstream 0.5.13", "patch g4", "patch v2", "upstream 0.5.14", "patch v3", "upstream 0.5.17", "upstream 0.5.10", "patch v8"),
-    ("sglang", "0.5.18"): ("upstream 0.5.13", "patch g4", "patch v2", "upstream 0.5.14", "patch v3", "upstream 0.5.17", "upstream 0.5.10", "patch v8"),
-    ("sglang", "0.5.19"): ("upstream 0.5.13", "patch g4", "patch v2", "upstream 0.5.14", "patch v3", "upstream 0.5.17", "upstream 0.5.10", "patch v9"),
-    ("sglang", "0.5.20"): ("upstream 0.5.13", "patch g4", "patch v2", "upstream 0.5.14", "patch v3", "upstream 0.5.17", "upstream 0.5.10", "patch v9"),
-    ("sglang", "0.5.21"): ("upstream 0.5.13", "patch g4", "patch v2", "upstream 0.5.14", "patch v3", "upstream 0.5.17", "upstream 0.5.10", "patch v10"),
-    ("sglang", "0.5.22"): ("upstream 0.5.13", "patch g4", "patch v2", "upstream 0.5.14", "patch v3", "upstream 0.5.17", "upstream 0.5.10", "patch v10"),
-    ("sglang", "0.5.23"): ("upstream 0.5.13", "patch g4", "patch v2", "upstream 0.5.14", "patch v3", "upstream 0.5.17", "upstream 0.5.10", "patch v11"),
-}
+    (engine, version): cells for engine, (_, rows) in REVIEWED.items() for version, cells in rows.items()}
 
 
 @pytest.mark.wheels
