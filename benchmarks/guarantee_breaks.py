@@ -101,7 +101,7 @@ BREAKS = [
      '    if len(fits) > 1 and False:\n',
      'test_plan.py::test_two_other_entries_that_fit_are_flagged_not_guessed'),
     ('mm hint', 'patcher/core/plan.py',
-     'st.hint = "\'patcher apply --allow-untested\' applies it"',
+     'st.hint = f"\'{program.command(\'apply --allow-untested\')}\' applies it"',
      'st.hint = None',
      'test_actions.py::test_untested_release_matching_a_pre_image_names_the_flag'),
     ('mm recompile check False', 'patcher/core/bytecode.py',

@@ -7,6 +7,7 @@ tests/test_layout.py holds every import (at the top of a module or inside a func
 
 - ``errors.py``: the exceptions every job raises (what failed, wanted, found, one hint).
 - ``findings.py``: one judged fact (ok, problem, hint, unknown): what checks return, engines' included.
+- ``program.py``: the program's name as the user started it, for every command a line names.
 - ``engine_specs/``: one module per engine: its names, launch spellings, env files, drafter rules.
 - ``environment/``: the engine's environment: the install's site-packages, RECORD, interpreter.
 - ``core/``: the diff core: hunks, manifests, plans, writing, bookkeeping, bytecode.

@@ -25,6 +25,7 @@ from patcher.engine_specs.vllm import launch as vllm_launch
 from patcher.errors import LaunchUsageError
 from patcher.launch import command_checks, config_file
 from patcher.maintainer import wheels
+from patcher.release import launch_command
 from patcher.release.launch_command import parse
 from patcher.release.release import FamilyState, from_version
 from tests.test_drafter import eagle3_config, make_drafter, make_target
@@ -148,8 +149,9 @@ def test_not_a_launch_is_a_usage_error(command: list[str], what: str) -> None:
     with pytest.raises(LaunchUsageError) as exc:
         parse(command)
     assert exc.value.what == what and exc.value.exit_code == 2
-    forms = [f"{' '.join(w)} " for s in engine_specs.ALL for w in s.launch.serve_commands] + [
-        f"python -m {s.launch.modules[0]} " for s in engine_specs.ALL]
+    read = [s.launch for s in engine_specs.ALL if s.launch is not None]  # the engines whose lines are read
+    forms = [f"{' '.join(w)} " for launch in read for w in launch.serve_commands] + [
+        f"python -m {launch.modules[0]} " for launch in read if launch.modules]
     assert all(form in exc.value.wanted for form in forms), exc.value.wanted  # every engine's ways in
 
 
@@ -162,6 +164,21 @@ def test_a_missing_model_or_drafter_is_asked_for_in_the_engines_own_spelling(lin
     found = {f.code: f.wanted for f in command_checks.path_findings(cmd, command_checks.Method(
         command_checks.EAGLE, "EAGLE3", "EAGLE3"))}
     assert found == {"launch.target": target, "launch.drafter": drafter}
+
+
+def test_a_launch_reading_with_no_model_or_drafter_option_says_neither_is_read(monkeypatch) -> None:
+    """Issue 59: an engine that takes no --model (a positional it does not state) and no drafter option
+    crashed doctor (KeyError 'model', 'pp'). What its reading does not spell is unknown, never absent."""
+    spec = next(s for s in engine_specs.ALL if s.launch is not None)
+    launch = replace(spec.launch, spellings={"tp": spec.launch.spellings["tp"]}, serve_takes_model=False)
+    monkeypatch.setitem(engine_specs.BY_NAME, spec.name, replace(spec, launch=launch))
+    monkeypatch.setitem(launch_command._SPELLINGS, spec.name, launch.spellings)
+    cmd = launch_command.with_argv(parse([*spec.launch.serve_commands[0], "M"]), ["--x", "1"])
+    assert (cmd.target, cmd.drafter, cmd.pp) == (None, None, None)
+    found = {f.code: f for f in command_checks.path_findings(cmd, command_checks.Method(
+        command_checks.EAGLE, "EAGLE3", "EAGLE3"))}
+    assert {code: f.level for code, f in found.items()} == {"launch.target": "unknown", "launch.drafter": "unknown"}
+    assert "states no option naming the target" in found["launch.target"].message
 
 
 @pytest.mark.parametrize("argv", [["doctor"], ["doctor", "--"], ["doctor", "--", "ls"]])

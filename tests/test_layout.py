@@ -15,7 +15,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "patcher"
 # What a module at the top of patcher/ is (not a folder): its one job, and what it may import.
-TOP_MODULES = {"errors": set(), "findings": set(), "__main__": {"cli"}, "__init__": set()}
+TOP_MODULES = {"errors": set(), "findings": set(), "program": set(), "__main__": {"cli"}, "__init__": set()}
 
 
 def folders() -> dict[str, set[str]]:
@@ -23,9 +23,10 @@ def folders() -> dict[str, set[str]]:
     out = {}
     for init in sorted(PACKAGE.glob("*/__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
-        line = re.search(r"^May import: (.+?)\.$", doc, re.M)
+        line = re.search(r"^May import: (.+?)\.$", doc, re.M | re.S)  # may wrap onto a second line
         assert line, f"{init.relative_to(PACKAGE.parent)}: no 'May import: ...' line in its docstring"
-        out[init.parent.name] = set() if line.group(1) == "nothing of patcher" else set(line.group(1).split(", "))
+        names = " ".join(line.group(1).split())
+        out[init.parent.name] = set() if names == "nothing of patcher" else set(names.split(", "))
     return out
 
 
@@ -76,7 +77,8 @@ def test_every_import_goes_down_the_order():
 
 def test_the_may_import_lines_follow_the_listed_order():
     """A folder may import only folders listed before it: the order has no cycle."""
-    order = ["errors", "findings", *re.findall(r"^- ``(\w+)/``", PACKAGE.joinpath("__init__.py").read_text(), re.M)]
+    listed = re.findall(r"^- ``(\w+)/``", PACKAGE.joinpath("__init__.py").read_text(), re.M)
+    order = ["errors", "findings", "program", *listed]
     for folder, allowed in folders().items():
         above = set(order[order.index(folder):])
         assert not allowed & above, f"{folder} may import {allowed & above}, listed at or after it"
@@ -150,3 +152,21 @@ def test_every_package_folder_is_installed():
     folders_ = {".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")
                 if "__pycache__" not in p.parts}
     assert folders_ <= listed, sorted(folders_ - listed)
+
+
+def test_every_command_a_line_names_is_made_with_the_programs_name():
+    """Issue 59: a line that names a command ('patcher apply', 'patcher verify --json') is made with
+    ``program.command``, which names the program as the user started it (``python -m patcher``);
+    nothing rewrites the output afterwards. A string in code naming one by hand is caught here;
+    docstrings and comments are prose."""
+    said = re.compile(r"(?<![\w./-])patcher (?:apply|verify|revert|doctor|drafter|list|port)\b")
+    found = []
+    for path in sources():
+        tree = ast.parse(path.read_text())
+        prose = {id(node.body[0].value) for node in ast.walk(tree)
+                 if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                 and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        found += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose
+                  and said.search(node.value)]
+    assert not found, "\n".join(found)

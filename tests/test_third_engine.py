@@ -129,12 +129,14 @@ SPEC = EngineSpec(
     first_covered="1.0",
     launch=Launch(
         serve_commands=(("toy-serve",),),
-        spellings={"model": ("--model-path",), "tp": ("--tp-size",), "pp": ("--pp-size",),
+        # no PP flag; the model also as a positional (toy-serve MODEL)
+        spellings={"model": ("--model-path",), "tp": ("--tp-size",),
                    "draft": ("--speculative-draft-model-path",), "algorithm": ("--speculative-algorithm",)},
+        serve_takes_model=True,
         eagle3_flags="--speculative-algorithm EAGLE3",
         method_option=("--speculative-algorithm", None, True),
         eagle_methods=("EAGLE", "EAGLE3"),
-        read={"model_path": "--model-path", "tp_size": "--tp-size", "pp_size": "--pp-size",
+        read={"model_path": "--model-path", "tp_size": "--tp-size",
               "speculative_algorithm": "--speculative-algorithm",
               "speculative_draft_model_path": "--speculative-draft-model-path"},
         flag_check=flag_check,
@@ -296,16 +298,19 @@ def test_the_help_names_every_engine_found_in_the_registry(checkout):
     assert "vllm, sglang, plainserve, toyserve or all" in " ".join(out.split()), out
 
 
-def test_doctor_reads_the_third_engines_launch_line(toyserve, tmp_path):
-    """Its console command, its spellings (no reader of its parser: stated, not guessed), its family
-    pending, and the drafter check run with the fork's own release: what its module does not state
-    (a registry) is not known, never ok."""
+@pytest.mark.parametrize("positional", [False, True], ids=["model-option", "model-positional"])
+def test_doctor_reads_the_third_engines_launch_line(toyserve, tmp_path, positional):
+    """Its console command, its spellings (no reader of its parser: stated, not guessed; the model as
+    an option or a positional, and no PP flag), its family pending, and the drafter check run with
+    the toy's own release: what its module does not state (a registry) is not known, never ok."""
     repo, site = toyserve
     target, drafter = kimi_target(tmp_path), specforge_kimi(tmp_path)
-    code, out = _patcher(repo, "doctor", "--site", str(site), "--json", "--", "toy-serve", "--model-path", str(target),
+    model = [str(target)] if positional else ["--model-path", str(target)]
+    code, out = _patcher(repo, "doctor", "--site", str(site), "--json", "--", "toy-serve", *model,
                          "--tp-size", "8", "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
                          str(drafter))
     doc = json.loads(out)
+    assert (doc["target"], doc["drafter"], doc["tp"]) == (str(target), str(drafter), 8)
     found = {f["code"]: f for f in doc["findings"]}
     assert found["launch.engine"]["message"] == f"the command starts toyserve; toyserve 1.0 is installed at {site}"
     assert doc["parsed_by"] == "spellings" and "no reader of toyserve's own parser" in found["launch.parse"]["message"]

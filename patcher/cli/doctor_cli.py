@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
+from patcher import program
 from patcher.cli import report
 from patcher.cli.heartbeat import Heartbeat
 from patcher.environment import gpus
@@ -24,12 +25,12 @@ from patcher.launch import doctor, which_engine
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "doctor", usage="patcher doctor [--python PATH | --site DIR] [--strict] [--gpu SM] [--probes] [--json] "
-                        "[--debug] -- COMMAND ...",
+        "doctor", usage=program.command("doctor [--python PATH | --site DIR] [--strict] [--gpu SM] [--probes] "
+                                        "[--json] [--debug] -- COMMAND ..."),
         help="judge a server launch command before the 36-minute load: go or no-go",
-        description="Put the exact server command after '--': patcher doctor -- vllm serve T --speculative-config "
-                    "'{...}' -tp 8. Exit 0: go; 1: no-go, with every reason; 2: usage or environment error; "
-                    "3: cannot tell (what could not be read is listed).")
+        description=f"Put the exact server command after '--': {program.command('doctor')} -- vllm serve T "
+                    "--speculative-config '{...}' -tp 8. Exit 0: go; 1: no-go, with every reason; 2: usage or "
+                    "environment error; 3: cannot tell (what could not be read is listed).")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--python", metavar="PATH", help="interpreter of the environment that runs the server "
                        "(default: the one the command names by path, else the python running patcher)")
@@ -70,7 +71,8 @@ def run(args: argparse.Namespace, command: list[str] | None, *, out: TextIO, err
     try:
         if command is None:
             raise LaunchUsageError("doctor needs the server command after '--'",
-                                   wanted="patcher doctor [--python P | --site D] [--json] -- vllm serve T ...",
+                                   wanted=program.command("doctor [--python P | --site D] [--json] -- vllm serve "
+                                                          "T ..."),
                                    found="no '--' in the arguments")
         cmd = which_engine.read_command(command, python=args.python, site=args.site)
         with _heartbeat(args, err) as beat:

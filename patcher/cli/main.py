@@ -22,9 +22,9 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import TextIO, cast
+from typing import TextIO
 
-from patcher import __version__, engine_specs
+from patcher import __version__, engine_specs, program
 from patcher.cli.parser import Parser
 from patcher.cli.report import SCHEMA, as_dict, as_text, grouped, summary
 from patcher.core import catalogue, manifest, selection
@@ -106,7 +106,8 @@ def _parser() -> argparse.ArgumentParser:
                  "for installed vLLM and SGLang releases.")
     ap.add_argument("--version", action=_Version, help="the package version and the patch set it carries "
                     "(families, variants, a hash of patches/), then exit")
-    sub = ap.add_subparsers(dest="command", required=True)
+    # each command's usage line names the program as it was started (the top line stays 'patcher')
+    sub = ap.add_subparsers(dest="command", required=True, prog=program.name())
     for name, helptext in (("apply", "apply every patch this release needs, all or nothing"),
                            ("verify", "read-only: the state of every family, with probes"),
                            ("revert", "back to the published files (checked against RECORD)")):
@@ -135,8 +136,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("--allow-untested", action="store_true", help="apply on a release no variant declares "
                            "when its files match a variant's pre-image byte for byte (default: off)")
     listing = sub.add_parser("list", help="the catalogue: every family, its variants and the releases each covers",
-                             description="The catalogue we ship, not this install: 'patcher verify' says what "
-                                         "an install gets.")
+                             description=f"The catalogue we ship, not this install: '{program.command('verify')}' "
+                                         "says what an install gets.")
     _selection_flags(listing, "list")
     from patcher.cli import drafter_cli
 
@@ -274,10 +275,10 @@ def _usage_facts(exc: PatcherError, parser: argparse.ArgumentParser, argv: list[
     flags = sorted({o for act in level._actions for o in act.option_strings
                     if o.startswith("--") and act.help is not argparse.SUPPRESS})
     exc.found = exc.found or (m.group(1) if m else " ".join(argv)[:120])
-    exc.wanted = exc.wanted or (f"one of {', '.join(flags)}" if flags and m else f"patcher {' '.join(words)} ...")
+    exc.wanted = exc.wanted or (f"one of {', '.join(flags)}" if flags and m else
+                                program.command(f"{' '.join(words)} ..."))
     if m and words[:1] == ["doctor"] and command is None:
-        exc.hint = ("put the server command after '--': patcher doctor [--python P] -- "
-                    f"{m.group(1)}")
+        exc.hint = f"put the server command after '--': {program.command('doctor [--python P] --')} {m.group(1)}"
         return
     if m:
         given = m.group(1).split()[0].split("=")[0]
@@ -303,7 +304,7 @@ def _command_words(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[li
 def _help_hint(parser: argparse.ArgumentParser, argv: list[str]) -> str:
     """'patcher verify --help' (or 'patcher drafter check --help') for the command given."""
     words, _ = _command_words(parser, argv)
-    return f"'patcher {' '.join(words)} --help' lists the flags and their defaults" if words else ""
+    return f"'{program.command(' '.join(words) + ' --help')}' lists the flags and their defaults" if words else ""
 
 
 def as_invoked(python: str) -> str:
@@ -322,30 +323,15 @@ def as_invoked(python: str) -> str:
     return f"{shown} -m patcher"
 
 
-class _Renamed:
-    """A text stream whose 'patcher <command>' reads '<prog> <command>' (JSON keeps the plain name)."""
-
-    COMMAND = re.compile(r"(?<![\w./-])patcher(?= (?:apply|verify|revert|doctor|drafter|list|port)\b)")
-
-    def __init__(self, stream: TextIO, prog: str):
-        self.stream, self.prog = stream, prog
-
-    def write(self, text: str) -> int:
-        return self.stream.write(self.COMMAND.sub(self.prog, text))
-
-    def __getattr__(self, name: str):
-        return getattr(self.stream, name)
-
-
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None,
          prog: str = "patcher") -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     argv = sys.argv[1:] if argv is None else argv
-    if prog != "patcher" and "--json" not in argv:
-        out, err = cast(TextIO, _Renamed(out, prog)), cast(TextIO, _Renamed(err, prog))
+    # Every command a line names reads as the program was started; JSON keeps the plain name.
     try:
-        code = _main(argv, out, err)
+        with program.named(prog if "--json" not in argv else program.NAME):
+            code = _main(argv, out, err)
         out.flush()  # here, not at interpreter exit, where a closed pipe could no longer be handled
         return code
     except BrokenPipeError:
@@ -404,7 +390,8 @@ def _main(argv: list[str], out: TextIO, err: TextIO) -> int:
         except ModuleNotFoundError as exc:
             if exc.name not in PORT_EXTRA:
                 raise
-            return _error(PatcherError("patcher port needs the 'port' extra", wanted=f"the {exc.name} library",
+            return _error(PatcherError(f"{program.command('port')} needs the 'port' extra",
+                                       wanted=f"the {exc.name} library",
                                        found=f"no module named {exc.name!r} in {sys.executable}",
                                        hint="pip install 'kimi-patcher[port]'"), err, args.debug,
                           out if args.json else None, "port")

@@ -5,5 +5,5 @@ and catalogue (which families a command names), matrix (VERSIONS.md), write and 
 
 Reads and writes files; runs no engine code.
 
-May import: errors, findings, engine_specs, environment.
+May import: errors, findings, program, engine_specs, environment.
 """

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from patcher import program
 from patcher.environment.engines import Install
 from patcher.environment.paths import plain_rel
 from patcher.errors import EngineError, WriteError
@@ -129,7 +130,8 @@ def parse_state(raw: bytes, where: Path, install: Install) -> dict[str, dict]:
                 _hash(digest, f"families.{fid}.files.{rel}")
     except _Shape as exc:
         raise WriteError(f"our state file {where} is not one patcher wrote", wanted=STATE_SHAPE, found=str(exc),
-                         hint=f"delete {where}; 'patcher verify' then reports from the files alone") from None
+                         hint=f"delete {where}; '{program.command('verify')}' then reports from the files "
+                              "alone") from None
     return fams
 
 

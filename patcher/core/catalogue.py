@@ -13,11 +13,11 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from patcher import program
 from patcher.core import manifest, selection
 from patcher.core.manifest import Family
 
 SCHEMA = "patcher.catalogue/1"  # list --json (docs/reference.md "--json schema")
-HEADER = "the catalogue (what an install gets: 'patcher verify'), each family's entries by release, oldest first"
 _ORDER = {">=": 0, ">": 0, "==": 1, "===": 1, "~=": 1, "!=": 2, "<": 3, "<=": 3}
 
 
@@ -78,7 +78,8 @@ def rows(fams: list[Family]) -> list[dict[str, Any]]:
 def lines(fams: list[Family]) -> list[str]:
     """Each family's entries as one timeline, oldest releases first (variants, upstream and
     refused ranges interleaved where they alternate)."""
-    out = [HEADER]
+    out = [f"the catalogue (what an install gets: '{program.command('verify')}'), each family's entries by release, "
+           "oldest first"]
     for f in fams:
         out.append(f"{f.id}: {f.title}" + ("" if f.default else " (opt-in)"))
         entries = [(_start(v.versions), f"  variant {v.id}: {show(v.versions)}") for v in f.variants]

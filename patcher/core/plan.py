@@ -17,6 +17,7 @@ from fractions import Fraction
 
 from packaging.version import Version
 
+from patcher import program
 from patcher.core import hunks, scope
 from patcher.core.hunks import FileState
 from patcher.core.manifest import Family, Refused, Upstream, Variant, contains
@@ -87,10 +88,10 @@ def _from_files(family: Family, variant: Variant, files: Files, record: dict | N
         if record is not None:
             return Status(family, State.LOST, f"was applied (variant {record['variant']} on "
                           f"{record['version']}); the files are pristine again", variant.id,
-                          hint="an upgrade or reinstall replaced them: run 'patcher apply' again",
+                          hint=f"an upgrade or reinstall replaced them: run '{program.command('apply')}' again",
                           untested=untested, files=states)
         return Status(family, State.PENDING, f"variant {variant.id} is not applied yet", variant.id,
-                      hint="run 'patcher apply'", untested=untested, files=states)
+                      hint=f"run '{program.command('apply')}'", untested=untested, files=states)
     if kinds <= {FileState.APPLIED, FileState.PRISTINE}:
         done = sorted(p for p, s in states.items() if s is FileState.APPLIED)
         if record is not None and _written_by_us(record, files):
@@ -99,10 +100,11 @@ def _from_files(family: Family, variant: Variant, files: Files, record: dict | N
             return Status(family, State.CONFLICT, f"holds variant {record['variant']} as an earlier patcher "
                           f"release wrote it on {record['version']}; this patcher's variant {variant.id} also "
                           f"changes {', '.join(todo)}", variant.id,
-                          hint=f"'patcher revert --only {family.id}' then 'patcher apply' renews it", files=states)
+                          hint=f"'{program.command('revert --only ' + family.id)}' then "
+                               f"'{program.command('apply')}' renews it", files=states)
         return Status(family, State.CONFLICT, f"partially applied: only {', '.join(done)} carry variant {variant.id}",
-                      variant.id, hint="'patcher revert --only " + family.id + "' restores the published files",
-                      files=states)
+                      variant.id, files=states,
+                      hint=f"'{program.command('revert --only ' + family.id)}' restores the published files")
     if record is not None and _written_by_us(record, files):
         # Our own earlier diff (a previous patcher release), byte for byte: nobody edited anything,
         # and the backups of that run are gone, so a clean reinstall is the way back.
@@ -189,7 +191,7 @@ def undeclared(family: Family, files: Files, version: Version, record: dict | No
             st.state = State.UNKNOWN
             st.detail = (f"{version} is not a tested release, but its files match variant {entry.id}'s "
                          f"pre-image byte for byte{why}")
-            st.hint = "'patcher apply --allow-untested' applies it"
+            st.hint = f"'{program.command('apply --allow-untested')}' applies it"
         return st
     # Nearest: the variant with most hunks still finding their text, then the closest range,
     # then the newer range (what a newer release most likely descends from).
@@ -216,8 +218,8 @@ def _entry_name(entry: Variant | Upstream | Refused | None) -> str:
 
 def _skip_hint(family: Family) -> str:
     """What a user can do today about a family nothing places: the others apply without it."""
-    return (f"'patcher apply --skip {family.name}' applies the others and exits 0 without it; for this one, "
-            "use a release from VERSIONS.md or file an issue with 'patcher verify --json'")
+    return (f"'{program.command('apply --skip ' + family.name)}' applies the others and exits 0 without it; for "
+            f"this one, use a release from VERSIONS.md or file an issue with '{program.command('verify --json')}'")
 
 
 def _fitting_hunks(family: Family, variant: Variant, files: Files) -> int:
@@ -302,7 +304,7 @@ def declared(family: Family, version: Version) -> Status:
     entry = family.classify(version)
     if isinstance(entry, Variant):
         return Status(family, State.PENDING, f"the published files need variant {entry.id}", entry.id,
-                      hint=f"patcher apply --engine {family.engine}")
+                      hint=program.command(f"apply --engine {family.engine}"))
     if isinstance(entry, Upstream):
         return Status(family, State.UPSTREAM, f"fixed upstream {_since(entry)}",
                       upstream_id=entry.id)

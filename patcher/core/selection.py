@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from patcher import program
 from patcher.core import manifest
 from patcher.core.manifest import Family
 from patcher.errors import SelectionError
@@ -41,8 +42,9 @@ def scope(engine: str, only: tuple[str, ...], skip: tuple[str, ...], patches: Pa
                 every = every or manifest.load_all(patches, engines)
                 anywhere = _named(every, name)
             if not anywhere:
-                raise SelectionError(f"{flag} {name}: no such patch family", wanted="an id from 'patcher list'",
-                                     found=name, hint=_did_you_mean(every, name))
+                raise SelectionError(f"{flag} {name}: no such patch family",
+                                     wanted=f"an id from '{program.command('list')}'", found=name,
+                                     hint=_did_you_mean(every, name))
             here = [f for f in anywhere if f.engine in wanted]
             if not here:
                 raise SelectionError(f"{flag} {name} selects nothing with --engine {engine}",
@@ -67,7 +69,8 @@ def families(engine: str, only: tuple[str, ...], skip: tuple[str, ...], patches:
     mine = manifest.load_all(patches, (engine,))
     for name in (*only, *skip):
         if not _named(mine, name) and not _named(manifest.load_all(patches), name):
-            raise SelectionError(f"no patch family {name!r}", wanted="an id from 'patcher list'", found=name)
+            raise SelectionError(f"no patch family {name!r}", wanted=f"an id from '{program.command('list')}'",
+                                 found=name)
     if only:
         return tuple(f for f in mine if any(n in (f.id, f.name) for n in only))
     return tuple(f for f in mine if (every_family or f.default) and not any(n in (f.id, f.name) for n in skip))

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from patcher import program
 from patcher.core import bookkeeping, bytecode
 from patcher.environment.engines import Install, sha256_record
 from patcher.errors import LockBusy, WriteError
@@ -68,7 +69,7 @@ def read_state(install: Install) -> dict[str, dict]:
         return {}
     except OSError as exc:
         raise WriteError(f"cannot read {path}", found=exc.strerror or str(exc),
-                         hint="delete it; 'patcher verify' then reports from the files alone") from None
+                         hint=f"delete it; '{program.command('verify')}' then reports from the files alone") from None
     return bookkeeping.parse_state(raw, path, install)
 
 
@@ -230,7 +231,8 @@ def recover(install: Install) -> list[str]:
     except OSError as exc:
         raise WriteError(f"cannot roll back an interrupted run on {install.engine}",
                          found=f"{exc.strerror or exc}: {exc.filename or _txn(install)}",
-                         hint="fix the cause (permissions, disk) and run 'patcher revert' again") from None
+                         hint=f"fix the cause (permissions, disk) and run '{program.command('revert')}' "
+                              "again") from None
 
 
 def check_rollback(install: Install) -> None:
@@ -242,7 +244,7 @@ def check_rollback(install: Install) -> None:
         except OSError as exc:
             raise WriteError(f"cannot read the journal of an interrupted run on {install.engine}",
                              found=f"{exc.strerror or exc}: {exc.filename or _txn(install)}",
-                             hint="fix the cause (permissions, disk) and run 'patcher revert'") from None
+                             hint=f"fix the cause (permissions, disk) and run '{program.command('revert')}'") from None
 
 
 def _rollback_plan(install: Install) -> tuple[Any, list[tuple[Path, Path, str]]]:
@@ -363,7 +365,7 @@ def _not_writable(exc: OSError) -> str:
 def _write_error(exc: OSError, install: Install, rolled_back: bool) -> WriteError:
     why = "the disk is full" if exc.errno == errno.ENOSPC else exc.strerror or str(exc)
     hint = ("nothing was changed; fix the cause and run again" if rolled_back else
-            "the rollback failed too: files may be partly patched until the next 'patcher apply' or "
-            "'patcher revert' rolls back (verify reports it)")
+            f"the rollback failed too: files may be partly patched until the next '{program.command('apply')}' or "
+            f"'{program.command('revert')}' rolls back (verify reports it)")
     return WriteError(f"writing {install.engine}'s files failed: {why}", found=str(exc.filename or install.site),
                       hint=hint)

@@ -11,5 +11,5 @@ The modules by job (patcher/drafter/README.md says more):
   against is ``patcher.release.release``; the arguments and printed reports are
   ``patcher.cli.drafter_cli``.
 
-May import: errors, findings, engine_specs, environment, core, release.
+May import: errors, findings, program, engine_specs, environment, core, release.
 """

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from patcher import engine_specs
+from patcher import engine_specs, program
 from patcher.core.plan import State
 from patcher.drafter import facts, shape_checks
 from patcher.drafter.checkpoint import Checkpoint
@@ -123,7 +123,7 @@ def _fix_command(release: Release | None) -> str:
         where = release.located_by
     else:
         where = f" --engine-version {release.version}" if release and release.version else ""
-    return f"patcher drafter fix DRAFTER --out NEW --engine {name}{where}"
+    return program.command(f"drafter fix DRAFTER --out NEW --engine {name}{where}")
 
 
 def _check_config_format(d: DrafterConfig, release: Release | None) -> list[Finding]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from patcher import program
 from patcher.core.plan import OK_STATES, State
 from patcher.drafter.key_names import LAYERS0, MIDLAYER
 from patcher.engine_specs import base
@@ -182,7 +183,7 @@ def aux_capture(release: Release, ids: list[int] | None, num_layers: int | None)
 
 def after_apply(release: Release) -> Release:
     """The release once 'patcher apply' has run on it: every pending (or lost) family applied."""
-    fams = tuple(replace(f, state=State.APPLIED, detail="after 'patcher apply'")
+    fams = tuple(replace(f, state=State.APPLIED, detail=f"after '{program.command('apply')}'")
                  if f.state in (State.PENDING, State.LOST)
                  else f for f in release.families)
     return replace(release, families=fams)

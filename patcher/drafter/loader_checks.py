@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from patcher import program
 from patcher.core.manifest import Variant
 from patcher.core.plan import State
 from patcher.drafter.checkpoint import Checkpoint
@@ -181,4 +182,5 @@ def _pending_loader_families(answer: LoadAnswer, release: Release) -> str:
 
 def _fix_hint(answer: LoadAnswer, release: Release) -> str:
     where = release.located_by or f" --engine-version {release.version}"
-    return f"patcher drafter fix DRAFTER --out NEW --engine {release.name}{where} writes the spelling it reads"
+    fix = program.command(f"drafter fix DRAFTER --out NEW --engine {release.name}{where}")
+    return f"{fix} writes the spelling it reads"

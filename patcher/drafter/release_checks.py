@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from patcher import engine_specs
+from patcher import engine_specs, program
 from patcher.core.plan import State
 from patcher.drafter import eagle31, facts, rope
 from patcher.drafter.configs import EAGLE3_LLAMA, SPECULATORS, DrafterConfig, TargetConfig
@@ -57,7 +57,8 @@ def check_setup(release: Release, drafter: DrafterConfig | None = None) -> list[
             todo = fam.hint
         level = problem if _about(fam.family.name, drafter) else hint
         out.append(level(code, f"{fam.family.id} is {fam.state} on {release.label()}: {fam.detail}",
-                         wanted="applied or upstream (what 'patcher verify' accepts)", found=fam.state, hint=todo))
+                         wanted=f"applied or upstream (what '{program.command('verify')}' accepts)", found=fam.state,
+                         hint=todo))
     return out
 
 
@@ -329,13 +330,13 @@ def _capture_hint(release: Release, d: DrafterConfig, want: list[int], n: int | 
         return f'state the trained layers as given ("eagle_aux_hidden_state_layer_ids": {want}): {_fix_hint(release)}'
     rule = facts.shift_rule(release)
     if rule is not None and rule[1] == "first-is-1":
-        return "no SGLang rule explains this capture; file an issue with 'patcher drafter check --json'"
+        return f"no SGLang rule explains this capture; file an issue with '{program.command('drafter check --json')}'"
     return "SGLang 0.5.13 and later take explicit ids not starting at 1 as given, in both modes"
 
 
 def _fix_hint(release: Release) -> str:
     where = release.located_by or f" --engine-version {release.version}"
-    return f"patcher drafter fix DRAFTER --out NEW --engine {release.name}{where}"
+    return program.command(f"drafter fix DRAFTER --out NEW --engine {release.name}{where}")
 
 
 def check_switches(tensor_names: list[str], d: DrafterConfig, release: Release | None) -> list[Finding]:

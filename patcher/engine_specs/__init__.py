@@ -12,10 +12,10 @@ rule, the capture family, the EAGLE 3.1 switch readers, and the rules as functio
 answers). The rest of patcher asks these instead of comparing an engine's name
 (tests/test_engine_modules.py holds the contract). Adding a third engine is one new module here
 (``ALL`` finds it), with its patches and tests (CONTRIBUTING.md; tests/test_third_engine.py adds a
-toy one and changes nothing else). Imports only ``errors`` and ``findings`` of patcher (and
+toy one and changes nothing else). Imports only ``errors``, ``findings`` and ``program`` of patcher (and
 ``packaging``): ``apply`` and ``verify`` import it, so it touches no network and no engine.
 
-May import: errors, findings.
+May import: errors, findings, program.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ of its languages: the contract (``EngineSpec``, ``Launch``, ``DrafterReading``) 
 engine's defaults, the vocabulary the engines' rules share, and the helpers they read a release's
 files with (its syntax tree, never an import).
 
-An engine module imports only this, ``patcher.errors`` and ``patcher.findings``: what it needs to
+An engine module imports only this, ``patcher.errors``, ``patcher.findings`` and ``patcher.program``: what it needs to
 know of a release (its version, its files, whether it has a behaviour, the state of a patch
 family) it asks through ``Ask``, which ``patcher.release.release.Release`` answers; what doctor
 hands a launch check is a ``LaunchContext``.
@@ -23,6 +23,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from patcher import program
 from patcher.findings import Finding, problem
 
 # Behaviours a release has from some version on (``DrafterReading.since`` gives the first), named
@@ -110,7 +111,7 @@ class Ask:
 
     def apply_command(self) -> str:
         """The 'patcher apply' line for this install."""
-        return f"patcher apply --engine {self.name}{self.located_by}"
+        return program.command(f"apply --engine {self.name}{self.located_by}")
 
 
 @dataclass(frozen=True)
@@ -265,7 +266,10 @@ class Launch:
     # The console commands that start the server, as words (``("vllm", "serve")``,
     # ``("trtllm-serve",)``); the first names the engine in reports.
     serve_commands: tuple[tuple[str, ...], ...]
-    spellings: dict[str, tuple[str, ...]]  # option -> every spelling the parser takes
+    # option -> every spelling the parser takes. doctor reads "model", "tp", "pp", and the drafter's
+    # "draft" or "speculative_config" (its JSON "model") where an engine spells them; a key an engine
+    # leaves out is an option its parser lacks (a positional model: ``serve_takes_model``; no PP flag)
+    spellings: dict[str, tuple[str, ...]]
     eagle3_flags: str  # the launch flags that run an EAGLE-3 drafter, as a user writes them
     # How a line names the speculative method: the option, and the key holding the method inside
     # the option's JSON value (None: the value is the method); whether the parser upper-cases it.

@@ -4,5 +4,5 @@ its RECORD (the only paths we touch), its version and the interpreter that runs 
 what a RECORD path or hash may look like;
 ``_introspect`` is the script that interpreter runs to answer).
 
-May import: errors, findings, engine_specs.
+May import: errors, findings, program, engine_specs.
 """

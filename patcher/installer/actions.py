@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from patcher import program
 from patcher.core import bytecode, manifest, selection, write
 from patcher.core.hunks import FileState
 from patcher.core.manifest import Family
@@ -137,7 +138,7 @@ def _edited(install: Install, statuses: list[Status]) -> None:
     for s in statuses:
         for rel in s.edited:
             s.warnings.append(f"{rel} changed since apply (our hunks are intact, other lines differ); "
-                              "'patcher revert' leaves it as it is and exits 1 (conflict); "
+                              f"'{program.command('revert')}' leaves it as it is and exits 1 (conflict); "
                               f"to get the published file back: {_restore(install, [rel])}")
 
 
@@ -182,11 +183,12 @@ def verify(engine: str, opts: Options) -> Report:
     _edited(install, statuses)
     clock.lap("read")
     if interrupted:
-        report.notes.append("interrupted: a run was killed mid-write; the next 'patcher apply' or "
-                            "'patcher revert' rolls it back")
+        report.notes.append(f"interrupted: a run was killed mid-write; the next '{program.command('apply')}' or "
+                            f"'{program.command('revert')}' rolls it back")
     if write.home(install).is_dir():  # pip knows nothing of it: say whose it is and how it goes
-        report.notes.append(f"{write.DIRNAME}/ in this site-packages is patcher's bookkeeping: 'patcher revert' "
-                            "removes it with our edits; run that before 'pip uninstall kimi-patcher'")
+        report.notes.append(f"{write.DIRNAME}/ in this site-packages is patcher's bookkeeping: "
+                            f"'{program.command('revert')}' removes it with our edits; run that before "
+                            "'pip uninstall kimi-patcher'")
     if opts.probes:
         probes.run(install, statuses, opts.probe_timeout, opts.debug, opts.progress)
         _unproven(report)
@@ -205,8 +207,8 @@ def _unproven(report: Report) -> None:
     what = ", ".join(dict.fromkeys(missing))
     share = ("no probe could import here" if len(missing) == len(probed) else
              f"{len(missing)} of {len(probed)} probes could not import here")
-    report.notes.append(f"{share} (missing {what}), so they prove nothing yet; run 'patcher verify' where the "
-                        "engine runs (the GPU host, after start-up) for the full proof")
+    report.notes.append(f"{share} (missing {what}), so they prove nothing yet; run '{program.command('verify')}' "
+                        "where the engine runs (the GPU host, after start-up) for the full proof")
 
 
 def _one_command(report: Report, opts: Options) -> None:
@@ -219,7 +221,8 @@ def _one_command(report: Report, opts: Options) -> None:
         return
     offered = [s for s in unknown if s.untested and s.files]
     skip = [*opts.skip, *(s.family.name for s in unknown if s not in offered)]
-    command = "patcher apply" + (" --allow-untested" if offered else "") + "".join(f" --skip {n}" for n in skip)
+    flags = (" --allow-untested" if offered else "") + "".join(f" --skip {n}" for n in skip)
+    command = program.command("apply" + flags)
     # What no command mends keeps exit 1, and the hint says which (a refused release, a conflict).
     stays = [s.family.id for s in report.statuses if s.state in (State.REFUSED, State.CONFLICT, State.BLOCKED)]
     ends = "exits 0" if not stays else f"exits 1 for {', '.join(stays)} alone"
@@ -228,7 +231,8 @@ def _one_command(report: Report, opts: Options) -> None:
             s.hint = f"'{command}' applies it (its pre-image matches byte for byte) and {ends}"
         else:
             s.hint = (f"'{command}' applies the other families and {ends}, without it; for this one, use a "
-                      "release from VERSIONS.md or file an issue with 'patcher verify --json'")
+                      f"release from VERSIONS.md or file an issue with "
+                      f"'{program.command('verify --json')}'")
 
 
 def _pasteable(report: Report, opts: Options) -> Report:
@@ -240,7 +244,8 @@ def _pasteable(report: Report, opts: Options) -> Report:
     where = f" --python {shlex.quote(opts.python)}" if opts.python else f" --site {shlex.quote(str(opts.site))}"
 
     def carry(text: str) -> str:
-        return re.sub(r"'patcher (apply|verify|revert)([^']*)'", lambda m: f"'patcher {m[1]}{m[2]}{where}'", text)
+        return re.sub(rf"'{re.escape(program.command(''))}(apply|verify|revert)([^']*)'",
+                      lambda m: f"'{program.command(m[1] + m[2] + where)}'", text)
 
     for st in report.statuses:
         st.hint, st.warnings = carry(st.hint), [carry(w) for w in st.warnings]

@@ -2,5 +2,5 @@
 environment checked against the release (``command_checks``, and the engine's own launch checks),
 the drafter checked; one verdict, returned as a report (``doctor``).
 
-May import: errors, findings, engine_specs, environment, core, probes, installer, release, drafter.
+May import: errors, findings, program, engine_specs, environment, core, probes, installer, release, drafter.
 """

@@ -113,13 +113,21 @@ def _looks_like_hub_id(value: str) -> bool:
 def path_findings(cmd: LaunchCommand, method: Method) -> list[Finding]:
     out = []
     launch = cmd.spec.launch_rules  # the wanted forms are this engine's own spellings
-    model = launch.spellings["model"][0]
-    target_form = f"{' '.join(launch.serve_commands[0])} T or {model} T" if launch.serve_takes_model else f"{model} T"
+    model = launch.spellings["model"][0] if "model" in launch.spellings else None
+    serve = " ".join(launch.serve_commands[0]) if launch.serve_commands else None
+    target_form = " or ".join([*([f"{serve} T"] if launch.serve_takes_model and serve else []),
+                               *([f"{model} T"] if model else [])])
+    # what the launch reading gives no way to name is not read: never "absent", never go
+    unread = {"target": not target_form, "drafter": not ({"draft", "speculative_config"} & set(launch.spellings))}
     draft_form = (f"{launch.spellings['draft'][0]} D" if "draft" in launch.spellings else
                   f'"model": "D" in {launch.method_option[0]}')
     eagle3_form = launch.eagle3_flags.replace("DRAFTER", "D") + (
         f" {launch.spellings['draft'][0]} D" if "draft" in launch.spellings else "")
     for code, what, value in (("launch.target", "target", cmd.target), ("launch.drafter", "drafter", cmd.drafter)):
+        if unread[what]:
+            out.append(unknown(code, f"{cmd.spec.title}'s launch reading states no option naming the {what}: the "
+                               f"{what} is not checked for this engine", found=cmd.flags[:80] or "(no options)"))
+            continue
         if value is None:
             if what == "target":
                 out.append(problem(code, "the command names no model", wanted=target_form, found="(absent)"))

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from patcher import program
 from patcher.core.plan import State
 from patcher.drafter import loader_checks
 from patcher.drafter.checkpoint import read_checkpoint, read_config
@@ -154,8 +155,8 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     if not cmd.read:  # the engine states no launch reading: its install is judged, its line is not
         launch.append(unknown(PARSE, f"{release.label()}: the line is not checked for this engine (its module "
                               "states no reading of its launch lines): its options, target, drafter and "
-                              "environment are not read", hint=f"patcher verify --engine {cmd.engine} judges the "
-                              "install; the line itself is yours to check"))
+                              "environment are not read", hint=f"{program.command('verify --engine ' + cmd.engine)} "
+                              "judges the install; the line itself is yours to check"))
         return DoctorReport(cmd, report, release, {}, {}, launch, probes=probes, strict=strict)
     env = effective_env(cmd, environ)
     variables = command_checks.variables(cmd.spec, install.site)

@@ -3,5 +3,5 @@ release: name, version, site, every family's state), ``launch_command`` (a serve
 the engine's own parser reads it, ``release_parser`` running that parser in the engine's
 interpreter).
 
-May import: errors, findings, engine_specs, environment, core.
+May import: errors, findings, program, engine_specs, environment, core.
 """

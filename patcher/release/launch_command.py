@@ -16,7 +16,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 
-from patcher import engine_specs
+from patcher import engine_specs, program
 from patcher.engine_specs.base import EngineSpec
 from patcher.errors import LaunchUsageError
 from patcher.release import launch_wrappers
@@ -120,7 +120,8 @@ def parse(command: list[str], scripts: dict[str, str] | None = None) -> LaunchCo
     words, cleared = launch_wrappers.unwrap(list(command), env, unset, _ASSIGNMENT)
     wanted = _launch_forms()
     if not words:
-        raise LaunchUsageError("doctor needs the server command after '--'", wanted=f"patcher doctor -- {wanted}",
+        raise LaunchUsageError("doctor needs the server command after '--'",
+                               wanted=program.command(f"doctor -- {wanted}"),
                                found=shlex.join(command) or "nothing after '--'")
     engine, argv, positional, entry = _engine_of(words, scripts or {})
     if engine is None:
@@ -139,9 +140,10 @@ def _launch_forms() -> str:
     for spec in _READ:
         launch = spec.launch
         assert launch is not None
-        model = "MODEL" if launch.serve_takes_model else f"{launch.spellings['model'][0]} MODEL"
+        option = f"{launch.spellings['model'][0]} MODEL" if "model" in launch.spellings else "MODEL"
+        model = "MODEL" if launch.serve_takes_model else option
         forms += [f"{' '.join(words)} {model} ..." for words in launch.serve_commands]
-        forms += [f"python -m {module} {launch.spellings['model'][0]} MODEL ..." for module in launch.modules[:1]]
+        forms += [f"python -m {module} {option} ..." for module in launch.modules[:1]]
     return ", ".join(forms[:-1]) + f", or {forms[-1]}" if len(forms) > 1 else forms[0]
 
 
@@ -156,10 +158,11 @@ def _build(engine: str, entry: str, argv: list[str], positional: str | None, com
     spell = _SPELLINGS.get(engine)
     if spell is None:  # an engine that states no reading of its lines: the line as given, unread
         return LaunchCommand(engine, entry, tuple(argv), tuple(command), dict(env), python=python)
-    models = _values(argv, _expand(engine, spell["model"]))
+    # a key the engine does not spell is an option its parser lacks (no PP flag, a positional model)
+    models = _values(argv, _expand(engine, spell.get("model", ())))
     # `vllm serve T --model X` serves T: the CLI copies model_tag over --model.
     target = positional if positional is not None else (models[-1] if models else None)
-    tp_values = _values(argv, _expand(engine, spell["tp"]))
+    tp_values = _values(argv, _expand(engine, spell.get("tp", ())))
     tp, tp_text = None, None
     if tp_values:
         try:
@@ -167,7 +170,7 @@ def _build(engine: str, entry: str, argv: list[str], positional: str | None, com
         except ValueError:
             tp_text = tp_values[-1]
     drafter = _drafter(engine, argv)
-    pp_values = _values(argv, _expand(engine, spell["pp"]))
+    pp_values = _values(argv, _expand(engine, spell.get("pp", ())))
     pp = int(pp_values[-1]) if pp_values and pp_values[-1].isdigit() else None
     return LaunchCommand(engine, entry, tuple(argv), tuple(command), dict(env), target, drafter, tp, tp_text,
                          python, pp, positional)
@@ -219,7 +222,7 @@ def _drafter(engine: str, argv: list[str]) -> str | None:
     if "draft" in spell:  # the drafter's own option (SGLang)
         paths = _values(argv, _expand(engine, spell["draft"]))
         return paths[-1] if paths else None
-    configs = _values(argv, _expand(engine, spell["speculative_config"]))  # its "model" (vLLM)
+    configs = _values(argv, _expand(engine, spell.get("speculative_config", ())))  # its "model" (vLLM)
     if not configs:
         return None
     try:

@@ -23,6 +23,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from patcher import program
 from patcher.engine_specs.base import (
     DEEPSEEK_V2_MODEL_ARCHITECTURES,
     K25_TARGET,
@@ -344,7 +345,7 @@ def runner_findings(ctx: LaunchContext) -> list[Finding]:
                         wanted="the v1 runner", found=f"v2 ({runner.why})",
                         hint=f"unset {V2_RUNNER_ENV}, or use vllm {V2_RUNNER_EAGLE3_SINCE} or newer")]
     if runner.name == "unknown":
-        what = ("file an issue with 'patcher verify --json'" if "moved" in runner.why else
+        what = (f"file an issue with '{program.command('verify --json')}'" if "moved" in runner.why else
                 "put the target's local folder in the command")
         return [hint("launch.runner", runner.why, hint=what)]
     out = [ok("launch.runner", f"the {runner.name} model runner: {runner.why}")]
