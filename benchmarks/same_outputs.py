@@ -9,7 +9,9 @@ two folders and diff them. Per release (the newest of each CPU env line, as the 
 samples them, and one older release of each engine), on a fresh copy of the published tree:
 ``list``, ``verify`` (text, ``--json``), ``apply --dry-run``, ``apply``, ``verify`` again,
 ``doctor`` on an EAGLE-3 launch with the tests' real-tool Kimi-K2.5 drafter and target (text and
-``--json``), ``drafter check``, ``revert``. Probes are off (``--no-probes``): they run the same code
+``--json``), ``drafter check``, ``revert``; then the text commands that print a command to run, and
+two usage errors, as ``python -m patcher`` prints them (``main``'s ``prog``: every "patcher <command>"
+it prints reads as the program was started). Probes are off (``--no-probes``): they run the same code
 either way and need the engine's CPU env. Temporary paths read ``<WORK>``, and the seconds under
 ``timings`` read ``<s>`` (they are measured, not shown the same twice).
 """
@@ -27,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+AS_INVOKED = "/venv/bin/python -m patcher"  # patcher/__main__.py's name for `python -m patcher`
 RELEASES = [("vllm", "0.34.0"), ("vllm", "0.22.1"), ("vllm", "0.15.1"), ("vllm", "0.10.1.1"),
             ("sglang", "0.5.23"), ("sglang", "0.5.13.post1"), ("sglang", "0.5.9"), ("sglang", "0.5.3")]
 
@@ -60,15 +63,20 @@ def record(out_dir: Path) -> None:
                         doctor, [*doctor[:1], "--json", *doctor[1:]],
                         ["drafter", "check", str(drafter), "--engine", engine, *s],
                         ["revert", *s, "--no-probes"]]
+            named = [["verify", *s, "--no-probes"], ["apply", "--engine", engine, *s, "--no-probes", "--dry-run"],
+                     doctor, ["drafter", "check", str(drafter), "--engine", engine, *s],
+                     ["verify", "--frobnicate"], ["verify", "--engine", "nonesuch"], ["doctor", "--", "ls"],
+                     ["verify", "--help"], ["doctor", "--help"], ["drafter", "check", "--help"], ["list", "--help"],
+                     ["doctor", "--site", str(site), "--frobnicate"], ["list", "--only", "nonesuch"]]
             lines = []
-            for argv in commands:
+            for prog, argv in [*(("patcher", a) for a in commands), *((AS_INVOKED, a) for a in named)]:
                 o, e = io.StringIO(), io.StringIO()
-                code = main(argv, out=o, err=e)
-                lines.append(f"$ patcher {' '.join(argv)}\nexit {code}\n--- out\n{o.getvalue()}--- err\n{e.getvalue()}")
+                code = main(argv, out=o, err=e, prog=prog)
+                lines.append(f"$ {prog} {' '.join(argv)}\nexit {code}\n--- out\n{o.getvalue()}--- err\n{e.getvalue()}")
             text = re.sub(r'("(?:locate|read|write|probes|plan|total)": )[0-9.e-]+', r"\1<s>",
                           "\n".join(lines).replace(tmp, "<WORK>"))
             (out_dir / f"{engine}-{version}.txt").write_text(text)
-            print(f"{engine} {version}: {len(commands)} commands", flush=True)
+            print(f"{engine} {version}: {len(lines)} commands", flush=True)
 
 
 if __name__ == "__main__":
