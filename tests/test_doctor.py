@@ -138,12 +138,17 @@ def test_sglang_options_are_not_taken_with_vllm_underscore_spellings() -> None:
     assert cmd.tp is None
 
 
+# The engines whose launch lines doctor reads, as the usage error names them (issue 59: from the registry).
+_TITLES = [s.title for s in engine_specs.ALL if s.launch is not None]
+NOT_A_LAUNCH = f"the command after '--' is not a {', '.join(_TITLES[:-1])} or {_TITLES[-1]} server launch"
+
+
 @pytest.mark.parametrize(("command", "what"), [
     ([], "doctor needs the server command after '--'"),
     (["FOO=1"], "doctor needs the server command after '--'"),
-    (["ls", "-la"], "the command after '--' is not a vLLM or SGLang server launch"),
-    (["python", "-m", "http.server"], "the command after '--' is not a vLLM or SGLang server launch"),
-    (["vllm", "bench", "--model", "x"], "the command after '--' is not a vLLM or SGLang server launch"),
+    (["ls", "-la"], NOT_A_LAUNCH),
+    (["python", "-m", "http.server"], NOT_A_LAUNCH),
+    (["vllm", "bench", "--model", "x"], NOT_A_LAUNCH),
 ])
 def test_not_a_launch_is_a_usage_error(command: list[str], what: str) -> None:
     with pytest.raises(LaunchUsageError) as exc:

@@ -219,8 +219,9 @@ def test_site_without_the_engine_is_an_error_not_none_installed(tmp_path: Path) 
     code, out, err = run(["check", str(drafter), "--site", str(tmp_path)],
                          detect=__import__("patcher.drafter.locate", fromlist=["x"]).drafter_detect)
     assert (code, out) == (2, "")
-    assert err.splitlines()[:2] == ["error: neither sglang nor vllm is installed there",
-                                    "  wanted: a distribution of sglang or vllm"]
+    names = sorted(engine_specs.NAMES)  # every engine, alphabetical, as the message names them
+    assert err.splitlines()[:2] == [f"error: neither {' nor '.join(names)} is installed there",
+                                    f"  wanted: a distribution of {' or '.join(names)}"]
 
 
 def test_python_and_site_together_are_a_usage_error(tmp_path: Path) -> None:

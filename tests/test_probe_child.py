@@ -136,7 +136,7 @@ def test_an_engines_own_preloads_are_imported_once_for_its_children_only(toy, tm
     the request and preloaded for that engine's zygote alone (another engine's list is not)."""
     _, checks, _ = toy
     from patcher import engine_specs
-    assert all(spec.probe_preload for spec in engine_specs.ALL)
+    assert all(spec.probe_preload for spec in engine_specs.ALL if spec.cpu_env_lines)  # those probed in CI
     assert "nothing_here" not in probes._RUNNER
     batches = [probe("toyengine.uses_engine_dep", None, checks), probe("toyengine.uses_engine_dep", None, checks)]
     batches[1][0]["preload"] = ["toyengine.sub"]  # another group: a second child

@@ -7,7 +7,10 @@ Each variant keeps the distinct signatures of the releases it was proven on (a n
 middle of a range that the variant already handles, e.g. vLLM 0.34.0's, is one more proven
 signature). ``tests/test_scope.py`` checks the written files against the wheels.
 
-    python -m patcher.maintainer.scope_lock [--engine E] [--family NAME] [--check]
+    python -m patcher.maintainer.scope_lock [--engine E] [--family NAME] [--check] [--site DIR]
+
+``--site DIR``: the release installed there instead of the published wheels (an engine whose
+releases are not on the index, as the tests' toy engines).
 """
 
 from __future__ import annotations
@@ -167,17 +170,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", action="store_true",
                     help="compute every signature anew, not from $KIMI_PATCHER_CACHE/derived and /scope "
                          "(with --check under another Python: the lock reads alike there)")
+    ap.add_argument("--site", type=Path, metavar="DIR",
+                    help="read the release installed in this site-packages, not the published wheels")
     args = ap.parse_args(argv)
+    releases, files_of = None, None
+    if args.site is not None:  # one release: the one installed there, read once
+        found = {e: engines.find(e, site=args.site) for e in (args.engine or manifest.ENGINES)
+                 if engines.find_first([e], site=args.site)[0] is not None}
+        releases = {e: [str(i.version)] for e, i in found.items()}
+        read = {e: Files(i) for e, i in found.items()}
+        files_of = lambda engine, version: read[engine]  # noqa: E731
     if not args.check:
         _bootstrap(manifest.PATCHES)
     bad = 0
     fams = [f for f in manifest.load_all(manifest.PATCHES, tuple(args.engine or manifest.ENGINES))
             if not args.family or args.family in (f.name, f.id)]
-    all_derived = derived_all(fams, signature_of=derived_scope.signature if args.fresh else cached_signature)
+    fams = [f for f in fams if releases is None or f.engine in releases]
+    all_derived = derived_all(fams, releases, files_of,
+                              signature_of=derived_scope.signature if args.fresh else cached_signature)
     for fam in fams:
         locks = {derived_scope.LOCK: all_derived[fam.id]}
         if fam.scope is not None:
-            locks["scope.json"] = signatures(fam, signature_of=scope.signature if args.fresh else None)
+            locks["scope.json"] = signatures(fam, releases[fam.engine] if releases else None, files_of,
+                                             signature_of=scope.signature if args.fresh else None)
         for name, doc in locks.items():
             text = json.dumps(doc, indent=1) + "\n"
             path = Path(fam.folder) / name
