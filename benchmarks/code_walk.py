@@ -146,7 +146,7 @@ def walk(argv: list[str], level: dict[str, int]) -> tuple[list[str], list[tuple[
             ups.append((caller, callee))
 
     for module in level:  # what runs on import is not a step of the command
-        if not module.endswith("parser_child"):  # scripts a release's interpreter runs, not modules
+        if not module.endswith(("parser_child", "loader_child")):  # scripts a release's interpreter runs
             importlib.import_module(module)
     sys.setprofile(profile)
     try:

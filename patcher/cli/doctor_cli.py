@@ -50,13 +50,8 @@ def _heartbeat(args: argparse.Namespace, err: TextIO) -> Heartbeat | contextlib.
     """Lines on stderr while a slow step runs, at a terminal only (never with --json or piped)."""
     isatty = getattr(err, "isatty", None)
     if args.json or not (isatty and isatty()):
-        return contextlib.nullcontext(_Silent())
+        return contextlib.nullcontext(None)  # nothing to tell: doctor is handed no callback at all
     return Heartbeat(err, "doctor")
-
-
-class _Silent:
-    def stage(self, what: str) -> None:
-        pass
 
 
 def split_argv(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -77,7 +72,8 @@ def run(args: argparse.Namespace, command: list[str] | None, *, out: TextIO, err
         cmd = which_engine.read_command(command, python=args.python, site=args.site)
         with _heartbeat(args, err) as beat:
             judged = doctor.diagnose(cmd, python=args.python, site=args.site, probes=args.probes,
-                                     strict=args.strict, gpu=_gpu(args.gpu), stage=beat.stage)
+                                     strict=args.strict, gpu=_gpu(args.gpu),
+                                     stage=beat.stage if beat is not None else doctor.quiet)
     except which_engine.EngineMismatch as exc:
         return _mismatch(exc, command or [], args.json, out)
     except PatcherError as exc:

@@ -125,10 +125,11 @@ class DoctorReport:
 
 def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None = None,
              probes: bool = False, environ: dict[str, str] | None = None, strict: bool = False,
-             gpu: str | None = None, stage: Callable[[str], None] = lambda _: None) -> DoctorReport:
+             gpu: str | None = None, stage: Callable[[str], None] | None = None) -> DoctorReport:
     """The launch judged; ``strict``: every unready family of the install is a reason (today's
     verify), else only those this launch meets; ``gpu``: the GPUs' compute capability major where
     known (else nvidia-smi's, where it answers); ``stage``: told each slow step as it starts."""
+    stage = stage or quiet
     launch: list[Finding] = []
     if python is None and site is None and cmd.python is not None:
         if Path(cmd.python).exists():
@@ -199,6 +200,10 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
                    if method.kind == command_checks.EAGLE and not stops else [])
     _judge_families(doc, context, tuple(as_given))
     return doc
+
+
+def quiet(what: str) -> None:
+    """The stages told to no one (a pipe, --json): doctor's own, so it never calls back up."""
 
 
 def _judge_families(doc: DoctorReport, context: LaunchContext, as_given: tuple[str, ...]) -> None:
