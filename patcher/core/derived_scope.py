@@ -182,10 +182,12 @@ class _Reading:
         self.out.setdefault(rel, set()).add(token)
 
 
-def _touched(reading: _Reading, fp: hunks.FilePatch, lines: hunks.Text, used: set[str], package: Package) -> None:
+def _touched(reading: _Reading, fp: hunks.FilePatch, lines: hunks.Text, text: str, used: set[str],
+             package: Package) -> None:
     """The definitions the hunks sit in, and every definition of the same file that uses a name our
-    added lines read, each by what it does with that name: what our lines depend on, as it is here."""
-    tree, defs = package.parsed(fp.path, hunks.join(lines))
+    added lines read, each by what it does with that name: what our lines depend on, as it is here.
+    ``text``: the file as read, of which ``lines`` are the split."""
+    tree, defs = package.parsed(fp.path, text)
     if tree is None:
         reading.add(fp.path, "does not parse")
         return
@@ -285,8 +287,10 @@ def signature_of(patches: tuple[hunks.FilePatch, ...], files: Files, package: Pa
         if lines is None:
             reading.add(fp.path, "absent")
             continue
-        pristine = set(_IDENT.findall(hunks.join(lines)))
-        _touched(reading, fp, lines, {n for n in idents & pristine if len(n) >= 6 and "_" in n.strip("_")}, package)
+        text = files.text(fp.path) or ""  # as read (Files splits its lines from it): never joined back
+        pristine = set(_IDENT.findall(text))
+        _touched(reading, fp, lines, text, {n for n in idents & pristine if len(n) >= 6 and "_" in n.strip("_")},
+                 package)
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(reading.names))) + r")\b") if reading.names else None
     holders: dict[str, set[str]] = {}
     for rel in _neighbours(files, reading.folders):
