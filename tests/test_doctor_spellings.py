@@ -233,7 +233,7 @@ def test_every_spelling_the_release_accepts_is_judged_as_the_canonical_line(tmp_
         assert not wrong, f"{engine} {version}, judged otherwise than the release reads it:\n" + "\n".join(wrong)
 
         # A prefix two options share: the release refuses the line, and so does doctor.
-        algo = "--speculative-algorithm" if engine == "sglang" else "--speculative-config"
+        algo = engine_specs.spec(engine).launch_rules.method_option[0]  # the method's option
         shared = ambiguous_prefix(algo, table["options"])
         if shared is not None:
             words = [w if w != algo else shared for w in variants["canonical"]]

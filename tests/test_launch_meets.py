@@ -26,6 +26,7 @@ from patcher.findings import ok, problem, unknown
 from patcher.launch.meets import DEPENDS, NO, YES, MeetContext, meets
 from patcher.maintainer import wheels
 from patcher.release.launch_command import parse
+from tests.support import launch_lines
 from tests.test_drafter import eagle3_config, make_drafter
 
 SWITCHED = {"fc_norm": True}
@@ -136,15 +137,7 @@ class Launch:
         config.update(self.drafter.get("switches", {}))
         name = f"drafter-{len(list(root.iterdir()))}"
         drafter = make_drafter(root, name, config=config, prefix="midlayer.", d2t=self.drafter.get("d2t", True))
-        if self.engine == "sglang":
-            line = ["python", "-m", "sglang.launch_server", "--model-path", str(target), "--tp", str(self.tp)]
-            if self.method:
-                line += ["--speculative-algorithm", self.method.upper(), "--speculative-draft-model-path", str(drafter)]
-        else:
-            line = ["vllm", "serve", str(target), "-tp", str(self.tp)]
-            if self.method:
-                spec = {"method": self.method, "model": str(drafter), "num_speculative_tokens": 3}
-                line += ["--speculative-config", json.dumps(spec)]
+        line = launch_lines.line(self.engine, target, drafter if self.method else None, self.method, self.tp)
         return [*self.env, *line, *self.flags]
 
 
