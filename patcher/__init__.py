@@ -15,7 +15,7 @@ tests/test_layout.py holds every import (at the top of a module or inside a func
 - ``installer/``: apply, verify, revert: the core's plans written, then probed.
 - ``release/``: what an installed release does, read from its files; the server command.
 - ``drafter/``: EAGLE-3 drafter checkpoints: checked against a release, and mended.
-- ``launch/``: ``doctor``'s judgement of one server command.
+- ``doctor/``: ``doctor``'s judgement of one server command.
 - ``maintainer/``: porting, wheels, CPU environments, mutation runs (never on apply's path).
 - ``cli/``: the command line: arguments in, reports out; the only folder that prints.
 """

@@ -19,11 +19,11 @@ from packaging.version import Version
 
 from patcher import engine_specs
 from patcher.cli.main import main
+from patcher.doctor import command_checks, config_file
 from patcher.engine_specs import base
 from patcher.engine_specs.sglang import launch as sglang_launch
 from patcher.engine_specs.vllm import launch as vllm_launch
 from patcher.errors import LaunchUsageError
-from patcher.launch import command_checks, config_file
 from patcher.maintainer import wheels
 from patcher.release import launch_command
 from patcher.release.launch_command import parse

@@ -25,7 +25,7 @@ from patcher import engine_specs
 from patcher.core import manifest
 from patcher.drafter import flag_checks
 from patcher.engine_specs import base
-from patcher.engine_specs.base import DrafterReading, EngineSpec, Launch
+from patcher.engine_specs.base import DrafterReading, EngineSpec, LaunchReading
 from patcher.maintainer import cpu_env
 
 PACKAGE = Path(__file__).resolve().parent.parent / "patcher"
@@ -36,7 +36,8 @@ WITH_DRAFTER = [s.name for s in engine_specs.ALL if s.drafter is not None]
 WITH_ENV = [s.name for s in engine_specs.ALL if s.env is not None]
 
 # What an engine module provides: SPEC's fields, and those of its launch and drafter readings.
-CONTRACT = {cls.__name__: [f.name for f in dataclasses.fields(cls)] for cls in (EngineSpec, Launch, DrafterReading)}
+CONTRACT = {cls.__name__: [f.name for f in dataclasses.fields(cls)]
+            for cls in (EngineSpec, LaunchReading, DrafterReading)}
 # The rules an engine states as functions, and the arguments the shared code passes them.
 RULES = {"ids_taken": ["ask", "runner", "top", "in_eagle", "layer_ids"],
          "no_capture": ["ask", "runner", "target_arch"],
@@ -52,7 +53,7 @@ def test_the_contract_is_what_the_descriptions_declare():
         "EngineSpec": ["name", "title", "distribution", "package", "first_covered", "launch", "drafter", "order",
                        "cpu_env_lines", "cpu_imports", "cpu_shims", "cpu_install", "probe_preload",
                        "env", "registered_since"],
-        "Launch": ["serve_commands", "spellings", "eagle3_flags", "method_option", "eagle_methods", "read",
+        "LaunchReading": ["serve_commands", "spellings", "eagle3_flags", "method_option", "eagle_methods", "read",
                    "modules", "cli_module", "serve_takes_model", "dashes_or_underscores", "checks", "runner",
                    "flag_check", "parser_child",
                    "alias_prefixes", "method_aliases", "eagle_without_drafter_is_mtp", "plain_draft_methods",
@@ -68,10 +69,10 @@ def test_the_contract_is_what_the_descriptions_declare():
     }
     required = {cls.__name__: [f.name for f in dataclasses.fields(cls)
                                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-                for cls in (EngineSpec, Launch, DrafterReading)}
+                for cls in (EngineSpec, LaunchReading, DrafterReading)}
     # Five members every engine states (issue 59); launch and drafter are capabilities, None without.
     # An engine whose drafter loader patcher cannot run says "cannot tell" about the keys (issue 52).
-    assert required == {"EngineSpec": CONTRACT["EngineSpec"][:5], "Launch": CONTRACT["Launch"][:6],
+    assert required == {"EngineSpec": CONTRACT["EngineSpec"][:5], "LaunchReading": CONTRACT["LaunchReading"][:6],
                         "DrafterReading": CONTRACT["DrafterReading"][:-4]}
 
 
@@ -80,7 +81,7 @@ def test_each_engine_module_provides_the_whole_contract(engine):
     module = getattr(engine_specs, engine)
     spec = module.SPEC
     assert isinstance(spec, EngineSpec) and spec.name == engine and spec in engine_specs.ALL
-    hints = {cls: typing.get_type_hints(cls) for cls in (EngineSpec, Launch, DrafterReading)}
+    hints = {cls: typing.get_type_hints(cls) for cls in (EngineSpec, LaunchReading, DrafterReading)}
     for obj in (o for o in (spec, spec.launch, spec.drafter) if o is not None):  # a capability is None or whole
         for field in dataclasses.fields(obj):
             value = getattr(obj, field.name)
@@ -239,7 +240,7 @@ def test_the_state_words_an_engines_rules_compare_are_the_planners():
 
 
 def test_an_engine_without_a_flag_reader_gets_no_verdict_on_its_flags(tmp_path):
-    """A plain engine (no ``Launch.flag_check``): --flags is not judged, and the line says so."""
+    """A plain engine (no ``LaunchReading.flag_check``): --flags is not judged, and the line says so."""
     plain = dataclasses.replace(engine_specs.spec("sglang"), name="plain", title="Plain")
     plain = dataclasses.replace(plain, launch=dataclasses.replace(plain.launch, flag_check=None))
     (f,) = flag_checks.check_flags("--speculative-algorithm EAGLE3", plain, tmp_path, False)

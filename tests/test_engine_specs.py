@@ -9,7 +9,7 @@ from packaging.version import Version
 
 from patcher import engine_specs
 from patcher.core import manifest, matrix
-from patcher.launch import command_checks
+from patcher.doctor import command_checks
 from patcher.maintainer import cpu_env
 
 ENGINES = engine_specs.NAMES

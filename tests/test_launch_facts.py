@@ -1,5 +1,5 @@
 """The launch facts against the published wheels, every constant release by release: the engine
-modules' launch rules (env, vLLM's runners, SGLang's fusion) and patcher/launch/command_checks.py's
+modules' launch rules (env, vLLM's runners, SGLang's fusion) and patcher/doctor/command_checks.py's
 release facts (MTP, console scripts).
 
 The default tier reads the releases on each side of every boundary a constant claims; the rest
@@ -17,10 +17,10 @@ from packaging.version import Version
 
 from patcher import engine_specs
 from patcher.core import matrix
+from patcher.doctor import command_checks
 from patcher.engine_specs import base
 from patcher.engine_specs.sglang import launch as sglang_launch
 from patcher.engine_specs.vllm import launch as vllm_launch
-from patcher.launch import command_checks
 from patcher.maintainer import wheels
 
 # The releases on each side of every boundary a launch fact claims (and the newest covered one).

@@ -1,4 +1,4 @@
-"""doctor's no-go names only the families this launch meets (issue 54; patcher/launch/meets.py).
+"""doctor's no-go names only the families this launch meets (issue 54; patcher/doctor/meets.py).
 
 The grid is generated from each family's own ``[launch] meets`` conditions: on a published release
 where the family is pending, a launch that meets every condition (the family is a reason for no-go,
@@ -21,9 +21,9 @@ from packaging.version import Version
 from patcher.cli.main import main
 from patcher.core import manifest, matrix
 from patcher.core.plan import State, declared
+from patcher.doctor.meets import DEPENDS, NO, YES, MeetContext, meets
 from patcher.engine_specs.base import LaunchContext
 from patcher.findings import ok, problem, unknown
-from patcher.launch.meets import DEPENDS, NO, YES, MeetContext, meets
 from patcher.maintainer import wheels
 from patcher.release.launch_command import parse
 from tests.support import launch_lines

@@ -20,10 +20,10 @@ from packaging.version import Version
 from patcher import engine_specs
 from patcher.core import manifest, matrix, plan, release_files, scope
 from patcher.core.plan import State
+from patcher.doctor import command_checks
 from patcher.engine_specs.vllm import launch as vllm_launch
 from patcher.environment import engines
 from patcher.installer import actions
-from patcher.launch import command_checks
 from patcher.maintainer import leave_out, wheels
 from patcher.maintainer.port_proof import scratch_site
 from tests.support.tiers import release_param

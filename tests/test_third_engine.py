@@ -57,7 +57,7 @@ from patcher.engine_specs.base import (
     EnvRules,
     EnvVar,
     IdsTaken,
-    Launch,
+    LaunchReading,
     LaunchContext,
     NoCapture,
     one_runner,
@@ -128,7 +128,7 @@ SPEC = EngineSpec(
     distribution="toy-serve-engine",
     package="toyserve_pkg",
     first_covered="1.0",
-    launch=Launch(
+    launch=LaunchReading(
         serve_commands=(("toy-serve",),),
         # no PP flag; the model also as a positional (toy-serve MODEL)
         spellings={"model": ("--model-path",), "tp": ("--tp-size",),

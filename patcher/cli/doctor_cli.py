@@ -18,9 +18,9 @@ from typing import TextIO
 from patcher import program
 from patcher.cli import report
 from patcher.cli.heartbeat import Heartbeat
+from patcher.doctor import verdict, which_engine
 from patcher.environment import gpus
 from patcher.errors import LaunchUsageError, PatcherError
-from patcher.launch import doctor, which_engine
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -71,9 +71,9 @@ def run(args: argparse.Namespace, command: list[str] | None, *, out: TextIO, err
                                    found="no '--' in the arguments")
         cmd = which_engine.read_command(command, python=args.python, site=args.site)
         with _heartbeat(args, err) as beat:
-            judged = doctor.diagnose(cmd, python=args.python, site=args.site, probes=args.probes,
+            judged = verdict.diagnose(cmd, python=args.python, site=args.site, probes=args.probes,
                                      strict=args.strict, gpu=_gpu(args.gpu),
-                                     stage=beat.stage if beat is not None else doctor.quiet)
+                                     stage=beat.stage if beat is not None else verdict.quiet)
     except which_engine.EngineMismatch as exc:
         return _mismatch(exc, command or [], args.json, out)
     except PatcherError as exc:
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace, command: list[str] | None, *, out: TextIO, err
             print(line, file=err)
         if args.json:
             error = {"what": exc.what, "wanted": exc.wanted, "found": exc.found, "hint": exc.hint}
-            print(json.dumps({"schema": doctor.SCHEMA, "error": error, "exit": exc.exit_code}, indent=2), file=out)
+            print(json.dumps({"schema": verdict.SCHEMA, "error": error, "exit": exc.exit_code}, indent=2), file=out)
         return exc.exit_code
     if args.json:
         print(json.dumps(report.doctor_json(judged), indent=2), file=out)

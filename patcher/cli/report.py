@@ -13,13 +13,13 @@ import re
 from typing import Any
 
 from patcher.core.plan import State
+from patcher.doctor import verdict, which_engine
 from patcher.drafter.checkpoint import Checkpoint
 from patcher.drafter.configs import DrafterConfig, TargetConfig
 from patcher.drafter.fix import FixOutcome
 from patcher.environment import engines
 from patcher.findings import LEVELS, PROBLEM, UNKNOWN, Finding, tally
 from patcher.installer.actions import Report
-from patcher.launch import doctor, which_engine
 from patcher.release.release import Release
 
 # The JSON of apply / verify / revert (docs/reference.md "--json schema"). A change that could break a
@@ -273,12 +273,12 @@ def fix_lines(done: FixOutcome, release: Release) -> list[str]:
 
 # --- patcher doctor (patcher.doctor/1) --------------------------------------------------------------
 
-def doctor_json(r: doctor.DoctorReport) -> dict:
+def doctor_json(r: verdict.DoctorReport) -> dict:
     findings = r.findings()
     code = r.exit_code
     release = r.release
     return {
-        "schema": doctor.SCHEMA, "command": list(r.command.command),
+        "schema": verdict.SCHEMA, "command": list(r.command.command),
         "engine": {"name": release.name, "version": str(release.version), "site": str(release.site),
                    "python": release.python},
         "target": r.command.target, "drafter": r.command.drafter, "tp": r.command.tp,
@@ -296,7 +296,7 @@ def doctor_json(r: doctor.DoctorReport) -> dict:
     }
 
 
-def doctor_lines(r: doctor.DoctorReport) -> list[str]:
+def doctor_lines(r: verdict.DoctorReport) -> list[str]:
     cmd = r.command
     out = [f"command: {' '.join(cmd.command)[:160]}", f"engine:  {r.release.label()} (installed at {r.release.site})"]
     out.append("verify:" if r.probes else "verify (no probes; --probes runs them):")
@@ -317,7 +317,7 @@ def doctor_lines(r: doctor.DoctorReport) -> list[str]:
 
 def mismatch_json(exc: which_engine.EngineMismatch, command: list[str]) -> dict:
     """The command names another engine than the one installed: no-go, before anything is read."""
-    return {"schema": doctor.SCHEMA, "command": command, "engine": None, "verify": None, "findings": [],
+    return {"schema": verdict.SCHEMA, "command": command, "engine": None, "verify": None, "findings": [],
             "counts": dict.fromkeys(LEVELS, 0), "verdict": "no-go", "reasons": [exc.what], "next": [], "exit": 1}
 
 

@@ -177,7 +177,7 @@ class Family:
     covered: tuple[Version, ...] = ()
     drafter_facts: tuple[DrafterFact, ...] = ()
     scope: Scope | None = None
-    # [launch] meets: the conditions under which a launch is changed by this family (patcher.launch.meets);
+    # [launch] meets: the conditions under which a launch is changed by this family (patcher.doctor.meets);
     # None: every launch is
     meets: tuple[str, ...] | None = None
 

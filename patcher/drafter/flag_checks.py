@@ -4,7 +4,7 @@ The expensive mistake: ``--speculative-algorithm EAGLE`` with an EAGLE-3 drafter
 server starts, captures no aux hidden states, feeds the drafter the last layer's 7168
 features, and because 7168 == 7168 SGLang skips ``fc`` without a word. Here the line is split
 and its options read with each owner's spellings; what a line means is the engine module's
-judgement (``Launch.flag_check``).
+judgement (``LaunchReading.flag_check``).
 """
 
 from __future__ import annotations

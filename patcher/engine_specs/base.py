@@ -1,5 +1,5 @@
 """The base of every engine module (``patcher.engine_specs``), as pre-commit's ``lang_base`` is
-of its languages: the contract (``EngineSpec``, ``Launch``, ``DrafterReading``) with a plain
+of its languages: the contract (``EngineSpec``, ``LaunchReading``, ``DrafterReading``) with a plain
 engine's defaults, the vocabulary the engines' rules share, and the helpers they read a release's
 files with (its syntax tree, never an import).
 
@@ -116,7 +116,7 @@ class Ask:
 
 @dataclass(frozen=True)
 class LaunchContext:
-    """What doctor hands an engine's launch check (``Launch.checks``): the release, the parsed
+    """What doctor hands an engine's launch check (``LaunchReading.checks``): the release, the parsed
     command (patcher.release.launch_command.LaunchCommand: .drafter, .tp, .pp, .env, .has(flag),
     .values(flag), .method), the target's config (.architectures) or None, the environment the server
     starts with, and the variables the release reads (``EnvVar``, from ``EngineSpec.variables``)."""
@@ -258,7 +258,7 @@ class CpuImport:
 
 
 @dataclass(frozen=True)
-class Launch:
+class LaunchReading:
     """How a server of the engine is started and how its parser spells the options doctor reads.
     The defaults describe a plain engine: one console command, argparse's own spellings, no
     launch checks of its own, no MTP, and no reader of its parser (doctor reads the spellings)."""
@@ -332,7 +332,7 @@ class EngineSpec:
     first_covered: str  # the first release the compatibility matrix reasons about
     # doctor reads its server lines (how they start, how its parser spells the options); None: doctor
     # names the engine from the release's console scripts and judges its install only
-    launch: Launch | None = None
+    launch: LaunchReading | None = None
     # it runs EAGLE-3 drafters, and this is how it reads one; None: the drafter check runs only the
     # checkpoint's own checks (against the target), and says the engine's reading is not checked
     drafter: DrafterReading | None = None
@@ -353,7 +353,7 @@ class EngineSpec:
     registered_since: dict[str, str] = field(default_factory=dict)
 
     @property
-    def launch_rules(self) -> Launch:
+    def launch_rules(self) -> LaunchReading:
         """``launch``, where the caller has asked that the engine has it (a command it read)."""
         if self.launch is None:
             raise LookupError(f"{self.name} states no launch reading: ask `spec.launch is not None` first")
@@ -378,7 +378,7 @@ def one_runner_default(ask: Ask, target_arch: str | None, env: dict[str, str] | 
     return ""
 
 
-# --- the drafter check's launch flags (Launch.flag_check) --------------------------------------------
+# --- the drafter check's launch flags (LaunchReading.flag_check) ------------------------------------
 
 def same_path(a: str, b: Path) -> bool:
     try:

@@ -3,5 +3,5 @@
 Never imported by ``apply``/``verify``/``revert``: these modules reach the network (pip) and
 build virtualenvs. The installer stays importable with nothing but its declared dependencies.
 
-May import: errors, findings, program, engine_specs, environment, core, probes, installer, release, drafter, launch.
+May import: errors, findings, program, engine_specs, environment, core, probes, installer, release, drafter, doctor.
 """

@@ -231,7 +231,7 @@ def _run(python: str, install: Install, child: str | None, req: dict,
          more: Callable[[dict], list[dict]] | None = None) -> dict:
     """The child's answers: {"lines": [one answer per line asked], "table": ...}, or one
     "unavailable" answer for all when the parser does not import or the child dies, or the engine
-    names no child (``Launch.parser_child``). ``more`` (with ``req["more_on_stdin"]``) builds
+    names no child (``LaunchReading.parser_child``). ``more`` (with ``req["more_on_stdin"]``) builds
     further lines from the table once the child sends it."""
     if child is None:
         return {"status": "unavailable", "error": f"patcher has no reader of {install.engine}'s own parser"}

@@ -1,4 +1,4 @@
-"""A server line for any engine that states a launch reading, written from its ``Launch`` (issue 59:
+"""A server line for any engine that states a launch reading, written from its ``LaunchReading`` (issue 59:
 a test of shared behaviour builds the line from the engine's module, never spells one by its name)."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from patcher.engine_specs.base import (
     CpuImport,
     DrafterReading,
     EngineSpec,
-    Launch,
+    LaunchReading,
     one_runner,
     one_runner_default,
 )
@@ -66,7 +66,7 @@ SPEC = EngineSpec(
         "torch._dynamo.repro.after_dynamo", "torch._inductor.compiler_bisector", "xgrammar", "tvm_ffi",
         "IPython.display", "starlette.routing", "fsspec", "pybase64", "orjson", "partial_json_parser",
     ),
-    launch=Launch(
+    launch=LaunchReading(
         serve_commands=(("sglang", "serve"),),  # its own console script's subcommand (from 0.5.5)
         modules=("sglang.launch_server",),
         cli_module=None,

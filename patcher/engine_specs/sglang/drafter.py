@@ -1,6 +1,6 @@
 """How SGLang reads an EAGLE-3 drafter: the ids its model runner takes, where the Kimi-K2.5 wrapper
 captures nothing, what its loader does with EAGLE 3.1 weights, and what its launch flags and
-``--speculative-algorithm EAGLE`` do with one (``DrafterReading`` and ``Launch.flag_check``).
+``--speculative-algorithm EAGLE`` do with one (``DrafterReading`` and ``LaunchReading.flag_check``).
 tests/test_drafter_release.py proves each rule against the published wheels."""
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from patcher.engine_specs.base import (
     CpuImport,
     DrafterReading,
     EngineSpec,
-    Launch,
+    LaunchReading,
 )
 from patcher.engine_specs.vllm import launch
 from patcher.engine_specs.vllm.drafter import (
@@ -71,7 +71,7 @@ SPEC = EngineSpec(
         "prometheus_client", "logging.config", "cachetools", "cbor2", "cpuinfo", "zmq.asyncio", "uvloop",
         "fsspec", "multiprocessing.shared_memory", "cloudpickle", "xxhash", "pybase64", "partial_json_parser",
     ),
-    launch=Launch(
+    launch=LaunchReading(
         serve_commands=(("vllm", "serve"),),
         modules=("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server"),
         cli_module="vllm.entrypoints.cli.main",

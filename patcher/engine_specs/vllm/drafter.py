@@ -1,6 +1,6 @@
 """How vLLM reads an EAGLE-3 drafter: which ids its runners take, where its targets capture nothing,
 what its loaders do with EAGLE 3.1 weights, which model types run an MLA drafter as MLA, and what its
-launch flags and ``"method": "eagle"`` do with one (``DrafterReading`` and ``Launch.flag_check``).
+launch flags and ``"method": "eagle"`` do with one (``DrafterReading`` and ``LaunchReading.flag_check``).
 tests/test_drafter_release.py proves each rule against the published wheels.
 """
 

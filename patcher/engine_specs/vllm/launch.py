@@ -307,7 +307,7 @@ def default_runner(ask: Ask, target_arch: str | None, env: dict[str, str] | None
     return {"v2": V2, "v1": V1}.get(runner.name, "unknown")
 
 
-# --- doctor's launch checks (Launch.checks) -------------------------------------------------------
+# --- doctor's launch checks (LaunchReading.checks) -------------------------------------------------------
 
 def launch_runner(ctx: LaunchContext) -> Runner:
     """The runner this launch uses: the release's own start-up configuration's answer where it ran

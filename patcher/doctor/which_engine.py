@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from patcher import engine_specs
+from patcher.doctor import command_checks
 from patcher.environment import engines
 from patcher.errors import NotInstalled, PatcherError
 from patcher.findings import Finding, problem
-from patcher.launch import command_checks
 from patcher.release.launch_command import LaunchCommand, parse
 from patcher.release.release import Release
 

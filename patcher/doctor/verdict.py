@@ -6,7 +6,7 @@ Built on the other commands, never beside them: the engine state is ``actions.ve
 shows comes from two places: the shared checks (how the line was read, the method, paths that do
 not exist, the environment variables the release reads: ``command_checks``; a config file the
 release does not merge: ``config_file``; another engine than the one installed: here), and the
-engine module's own (``Launch.checks``, each handed a ``LaunchContext``: vLLM's model runner,
+engine module's own (``LaunchReading.checks``, each handed a ``LaunchContext``: vLLM's model runner,
 SGLang's allreduce fusion and two-batch overlap). Returns a report; never prints.
 """
 
@@ -19,6 +19,8 @@ from pathlib import Path
 
 from patcher import program
 from patcher.core.plan import State
+from patcher.doctor import command_checks, config_file, reading_checks, which_engine
+from patcher.doctor.meets import NO, YES, FamilyMeet, MeetContext, judge
 from patcher.drafter import loader_checks
 from patcher.drafter.checkpoint import read_checkpoint, read_config
 from patcher.drafter.checks import check_drafter
@@ -28,15 +30,13 @@ from patcher.environment import gpus
 from patcher.errors import NotInstalled, PatcherError
 from patcher.findings import PROBLEM, UNKNOWN, Finding, ok, problem, unknown
 from patcher.installer import actions
-from patcher.launch import command_checks, config_file, reading_checks, which_engine
-from patcher.launch.meets import NO, YES, FamilyMeet, MeetContext, judge
 from patcher.release import release_loader, release_parser
 from patcher.release.launch_command import LaunchCommand, effective_env
 from patcher.release.release import Release, from_statuses, located_by
 
 SCHEMA = "patcher.doctor/1"
 GO, NO_GO, CANNOT_TELL = "go", "no-go", "cannot tell"
-PARSE = "launch.parse"  # how the line was read (patcher.launch.reading_checks.reading_finding)
+PARSE = "launch.parse"  # how the line was read (patcher.doctor.reading_checks.reading_finding)
 EXIT = {GO: 0, NO_GO: 1, CANNOT_TELL: 3}  # 2 is usage (README, docs/reference.md)
 
 
@@ -207,7 +207,7 @@ def quiet(what: str) -> None:
 
 
 def _judge_families(doc: DoctorReport, context: LaunchContext, as_given: tuple[str, ...]) -> None:
-    """Each unready family, met by this launch or not (patcher.launch.meets)."""
+    """Each unready family, met by this launch or not (patcher.doctor.meets)."""
     ctx = MeetContext(context, tuple(doc.findings()), doc.gpu, as_given, _drafter_config(doc.command))
     doc.families, lines = judge(doc.verify.statuses, ctx, doc.strict, doc.release.apply_command())
     doc.launch += lines

@@ -10,7 +10,7 @@ conditions are read from what doctor already has: the release's parse of the lin
 config, the drafter check's and the engine's own findings, the GPU when it can be seen.
 
 A condition answers yes, no, or depends (something doctor cannot see from here: the target's
-config, the GPU of a build host). The verdict (``patcher.launch.doctor``): a family the launch
+config, the GPU of a build host). The verdict (``patcher.doctor.verdict``): a family the launch
 meets is a reason for no-go, with why it matters here; one it does not meet is a line and no
 reason; one that depends makes the verdict "cannot tell" naming the condition. ``--strict`` keeps
 the install-wide verdict. A family that states no conditions is met by every launch.

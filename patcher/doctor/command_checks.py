@@ -7,7 +7,7 @@ parses the value given (``env.*``); the release facts they rest on (which target
 own MTP layers, which *_mtp methods it names, which console commands it installs) are read here
 from its files, where its engine module says. ``doctor`` asks ``method_of`` which checks apply: the drafter
 check runs for EAGLE and EAGLE-3 alone. What only one engine's server does with the command lives in
-its module (``Launch.checks``).
+its module (``LaunchReading.checks``).
 """
 
 from __future__ import annotations
