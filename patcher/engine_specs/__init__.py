@@ -2,17 +2,18 @@
 its behaviour included (pre-commit's ``languages/``).
 
 Each engine is a module or package here (``vllm/``, ``sglang/``) holding one ``EngineSpec``
-(``base.py``, which gives a plain engine's defaults): its name, title, distribution and import
-package, the first release we cover, the CPU import-env lines and how a release enters one, how its
-server is launched and parses options, its registry, and its behaviour as code: doctor's launch
-checks (vLLM's model runner, SGLang's allreduce fusion and two-batch overlap), the environment
-variables it reads and how its releases declare and parse them, its flag check, and how it reads an
-EAGLE-3 drafter (``DrafterReading``: the first release of each behaviour, the runners, the aux-id
-rule, the capture family, the EAGLE 3.1 switch readers, and the rules as functions of what a release
-answers). The rest of patcher asks these instead of comparing an engine's name
-(tests/test_engine_modules.py holds the contract). Adding a third engine is one new module here
-(``ALL`` finds it), with its patches and tests (CONTRIBUTING.md; tests/test_third_engine.py adds a
-toy one and changes nothing else). Imports only ``errors``, ``findings`` and ``program`` of patcher (and
+(``base.py``): five required members (its name, title, distribution and import package, the first
+release we cover), and the capabilities it has, each None or empty without it: the CPU import-env
+lines and how a release enters one, how its server is launched and parses options
+(``LaunchReading``), its registry, and its behaviour as code: doctor's launch checks (vLLM's model
+runner, SGLang's allreduce fusion and two-batch overlap), the environment variables it reads and how
+its releases declare and parse them, its flag check, and how it reads an EAGLE-3 drafter
+(``DrafterReading``: the first release of each behaviour, the runners, the aux-id rule, the capture
+family, the EAGLE 3.1 switch readers, and the rules as functions of what a release answers). The
+rest of patcher asks these instead of comparing an engine's name (tests/test_engine_modules.py holds
+the contract). Adding a third engine is one new module here (``ALL`` finds it), with its patches
+(CONTRIBUTING.md; tests/test_third_engine.py adds two toy ones, one with the required members only,
+and changes nothing else). Imports only ``errors``, ``findings`` and ``program`` of patcher (and
 ``packaging``): ``apply`` and ``verify`` import it, so it touches no network and no engine.
 
 May import: errors, findings, program.
