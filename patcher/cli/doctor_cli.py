@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, command: list[str] | None, *, out: TextIO, err
         with _heartbeat(args, err) as beat:
             judged = verdict.diagnose(cmd, python=args.python, site=args.site, probes=args.probes,
                                      strict=args.strict, gpu=_gpu(args.gpu),
-                                     stage=beat.stage if beat is not None else verdict.quiet)
+                                     stage=beat.stage if beat is not None else None)
     except which_engine.EngineMismatch as exc:
         return _mismatch(exc, command or [], args.json, out)
     except PatcherError as exc:

@@ -129,7 +129,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     """The launch judged; ``strict``: every unready family of the install is a reason (today's
     verify), else only those this launch meets; ``gpu``: the GPUs' compute capability major where
     known (else nvidia-smi's, where it answers); ``stage``: told each slow step as it starts."""
-    stage = stage or quiet
+    stage = stage or _quiet
     launch: list[Finding] = []
     if python is None and site is None and cmd.python is not None:
         if Path(cmd.python).exists():
@@ -202,7 +202,7 @@ def diagnose(cmd: LaunchCommand, *, python: str | None = None, site: Path | None
     return doc
 
 
-def quiet(what: str) -> None:
+def _quiet(what: str) -> None:
     """The stages told to no one (a pipe, --json): doctor's own, so it never calls back up."""
 
 

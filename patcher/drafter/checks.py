@@ -36,7 +36,6 @@ from patcher.drafter.release_checks import (
     unproven,
 )
 from patcher.drafter.shape_checks import check_attention, check_context, check_dtype, check_vocab, n_or_unset, shape_of
-from patcher.engine_specs.base import DrafterReading
 from patcher.findings import HINT, Finding, hint, ok, problem, unknown
 from patcher.release.launch_command import method_given
 from patcher.release.release import Release
@@ -112,11 +111,6 @@ def _not_checked(release: Release) -> Finding:
                    "format and launch flags are not judged", hint="the other lines are the checkpoint's own checks")
 
 
-def _readers() -> list[tuple[engine_specs.EngineSpec, DrafterReading]]:
-    """The engines that state how they read an EAGLE-3 drafter, each with that reading."""
-    return [(s, s.drafter) for s in engine_specs.ALL if s.drafter is not None]
-
-
 def _fix_command(release: Release | None) -> str:
     name = release.name if release else "{" + ",".join(engine_specs.NAMES) + "}"
     if release is not None and release.located_by:
@@ -128,7 +122,8 @@ def _fix_command(release: Release | None) -> str:
 
 def _check_config_format(d: DrafterConfig, release: Release | None) -> list[Finding]:
     readers = ", ".join(f"{s.title} reads it from {d.since[facts.SPECULATORS_CONFIG]}"
-                        if facts.SPECULATORS_CONFIG in d.since else f"{s.title} never" for s, d in _readers())
+                        if facts.SPECULATORS_CONFIG in d.since else f"{s.title} never"
+                        for s, d in engine_specs.DRAFTER_READERS)
     if d.format == SPECULATORS:
         if d.speculators_model_type != "eagle3":
             return [problem("config.format", "a speculators config of another algorithm than EAGLE-3",
@@ -184,7 +179,7 @@ def _check_decoder_keys(ckpt: Checkpoint, release: Release | None) -> list[Findi
     accepted = facts.loader_accepts(release) if release is not None else None
     if release is None or accepted is None:
         # each engine in its own words: every engine where none is named, else the release's alone
-        readers = [d for _, d in _readers()] if release is None else [release.spec.drafter_rules]
+        readers = [d for _, d in engine_specs.DRAFTER_READERS] if release is None else [release.spec.drafter_rules]
         said = "; ".join(d.decoder_spellings for d in readers if d.decoder_spellings)
         who = release.label() if release is not None else "the engine"
         out.append(hint("keys.decoder_prefix", f"{found}: {said or f'which spellings {who} reads is not stated'}",
@@ -208,7 +203,7 @@ def _check_decoder_keys(ckpt: Checkpoint, release: Release | None) -> list[Findi
         out.append(problem("keys.decoder_layers", f"{len(layers)} decoder layers; {release.label()} builds {limit}",
                            wanted=f"{limit} decoder layer", found=f"layers {sorted(layers)}",
                            hint=" or ".join(f"{s.title} >= {d.since[d.multi_layer_since]}"
-                                            for s, d in _readers() if d.multi_layer_since in d.since)
+                                            for s, d in engine_specs.DRAFTER_READERS if d.multi_layer_since in d.since)
                            + " build multi-layer drafters"))
     if release is not None and facts.reading(release).adds_model_prefix:
         prefixed = [n for n in ckpt.tensors if n.startswith(MODEL_PREFIX)]

@@ -37,7 +37,7 @@ def fix_drafter(drafter: Path, out: Path, target: Path | None, release: Release 
                                 wanted=f"--engine {'|'.join(engine_specs.NAMES)} --engine-version V",
                                 found="no engine named and none installed")
     if release.spec.drafter is None:  # nothing says what this engine reads: a copy would be a guess
-        readers = [s.name for s in engine_specs.ALL if s.drafter is not None]
+        readers = [s.name for s, _ in engine_specs.DRAFTER_READERS]
         raise DrafterInputError(f"fix has nothing to convert to for {release.label()}: its module states no "
                                 "EAGLE-3 drafter reading", wanted=f"--engine {'|'.join(readers)}",
                                 found=f"--engine {release.name}",

@@ -19,14 +19,11 @@ from patcher.errors import DrafterInputError
 from patcher.findings import Finding, hint
 from patcher.release.launch_command import option_values
 
-# The engines that state how their lines are read: only their options are known.
-_READ = tuple(s.launch for s in engine_specs.ALL if s.launch is not None)
-_OWNER = {id(s.launch): s.name for s in engine_specs.ALL}
-
 
 def _owner(flag: str) -> str:
-    """The engine whose parser has the option (its method option, or one it spells)."""
-    return next(_OWNER[id(launch)] for launch in _READ
+    """The engine whose parser has the option (its method option, or one it spells); only the engines
+    that state how their lines are read have options we know."""
+    return next(s.name for s, launch in engine_specs.LAUNCH_READERS
                 if flag == launch.method_option[0] or any(flag in v for v in launch.spellings.values()))
 
 
@@ -40,8 +37,7 @@ def guess_engine(flags: str) -> EngineSpec | None:
     """The engine whose method option the line gives (vLLM's --speculative-config, SGLang's
     --speculative-algorithm), in engine_specs.ALL's order; None: neither."""
     argv = split_flags(flags)
-    return next((s for s in engine_specs.ALL
-                 if s.launch is not None and flag_values(argv, s.launch.method_option[0])), None)
+    return next((s for s, launch in engine_specs.LAUNCH_READERS if flag_values(argv, launch.method_option[0])), None)
 
 
 def split_flags(flags: str) -> list[str]:
@@ -59,5 +55,6 @@ def check_flags(flags: str, spec: EngineSpec, drafter: Path, speculators_config:
         return [hint("flags.engine", f"patcher has no reader of {spec.title}'s speculative flags: --flags is not "
                      "checked", found=flags[:80])]
     # Every option any engine spells, read once: the engine's check reads values, it calls nothing back.
-    known = {o for launch in _READ for o in (launch.method_option[0], *chain(*launch.spellings.values()))}
+    known = {o for _, launch in engine_specs.LAUNCH_READERS
+             for o in (launch.method_option[0], *chain(*launch.spellings.values()))}
     return spec.launch.flag_check({o: flag_values(argv, o) for o in sorted(known)}, drafter, speculators_config)

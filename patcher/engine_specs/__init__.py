@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from patcher.engine_specs.base import EngineSpec
+from patcher.engine_specs.base import DrafterReading, EngineSpec, LaunchReading
 
 # Modules of this package that are not engines: the contract, and what the parser children share.
 # An engine's parser child is a script (``<engine>/parser_child.py``) its interpreter runs.
@@ -44,6 +44,10 @@ def _discovered() -> tuple[EngineSpec, ...]:
 ALL: tuple[EngineSpec, ...] = _discovered()  # this order is every listing's order
 NAMES: tuple[str, ...] = tuple(s.name for s in ALL)
 BY_NAME: dict[str, EngineSpec] = {s.name: s for s in ALL}
+# The engines that have a capability, each with it, in ALL's order: what the shared code iterates
+# where it needs every engine's launch reading or drafter reading (issue 59).
+LAUNCH_READERS: tuple[tuple[EngineSpec, LaunchReading], ...] = tuple((s, s.launch) for s in ALL if s.launch)
+DRAFTER_READERS: tuple[tuple[EngineSpec, DrafterReading], ...] = tuple((s, s.drafter) for s in ALL if s.drafter)
 
 
 def spec(name: str) -> EngineSpec:

@@ -24,8 +24,7 @@ from patcher.release import launch_wrappers
 # How each engine starts and spells the options doctor reads: engine_specs.<engine>.SPEC.launch.
 # An engine without that capability is named from its release's console scripts (``parse``'s
 # ``scripts``) or its package (``python -m <package>...``), and nothing of its line is read.
-_READ = tuple(s for s in engine_specs.ALL if s.launch is not None)
-_SPELLINGS = {s.name: s.launch.spellings for s in _READ if s.launch is not None}
+_SPELLINGS = {s.name: launch.spellings for s, launch in engine_specs.LAUNCH_READERS}
 
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -125,7 +124,7 @@ def parse(command: list[str], scripts: dict[str, str] | None = None) -> LaunchCo
                                found=shlex.join(command) or "nothing after '--'")
     engine, argv, positional, entry = _engine_of(words, scripts or {})
     if engine is None:
-        titles = [s.title for s in _READ]
+        titles = [s.title for s, _ in engine_specs.LAUNCH_READERS]
         which = f"{', '.join(titles[:-1])} or {titles[-1]}" if len(titles) > 1 else titles[0]
         raise LaunchUsageError(f"the command after '--' is not a {which} server launch", wanted=wanted,
                                found=shlex.join(words)[:120],
@@ -137,9 +136,7 @@ def parse(command: list[str], scripts: dict[str, str] | None = None) -> LaunchCo
 def _launch_forms() -> str:
     """Every way a known engine's server starts, as a line: "vllm serve MODEL ..., ..., or python -m ..."."""
     forms = []
-    for spec in _READ:
-        launch = spec.launch
-        assert launch is not None
+    for _, launch in engine_specs.LAUNCH_READERS:
         option = f"{launch.spellings['model'][0]} MODEL" if "model" in launch.spellings else "MODEL"
         model = "MODEL" if launch.serve_takes_model else option
         forms += [f"{' '.join(words)} {model} ..." for words in launch.serve_commands]
@@ -191,12 +188,11 @@ def _interpreter(word: str) -> str | None:
 def _engine_of(words: list[str], scripts: dict[str, str]) -> tuple[str | None, list[str], str | None, str]:
     """(engine, its arguments, the positional model of ``vllm serve``, the entry point)."""
     head = [PurePath(words[0]).name, *words[1:]]
-    for spec in _READ:
-        assert spec.launch is not None
-        for serve in spec.launch.serve_commands:  # a console script (sglang's `serve` from 0.5.5)
+    for spec, launch in engine_specs.LAUNCH_READERS:
+        for serve in launch.serve_commands:  # a console script (sglang's `serve` from 0.5.5)
             if head[:len(serve)] == list(serve):
                 rest, entry = words[len(serve):], " ".join(serve)
-                if spec.launch.serve_takes_model and rest and not rest[0].startswith("-"):
+                if launch.serve_takes_model and rest and not rest[0].startswith("-"):
                     return spec.name, rest[1:], rest[0], entry
                 return spec.name, rest, None, entry
     if _is_python(words[0]) and "-m" in words:
