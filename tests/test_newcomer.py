@@ -74,3 +74,20 @@ def test_the_readme_two_commands_work_in_a_fresh_clone(tmp_path):
     summary = tests.output.strip().splitlines()[-1]
     assert re.search(r"\d+ passed", summary) and not re.search(r"failed|error|skipped", summary), summary
     assert "[tests]" not in tests.output
+
+
+def _du(monkeypatch, code: int, stdout: str, stderr: str) -> None:
+    monkeypatch.setattr(newcomer.subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(
+        argv, code, stdout, stderr))
+
+
+def test_disk_use_counts_what_du_saw_when_another_worker_deletes_a_file_meanwhile(tmp_path, monkeypatch):
+    """CI's full tier of 1a8ae4e: the second pytest worker removed a cache file while du walked the
+    cache; du exited 1 with its total printed, and the newcomer run failed on it."""
+    _du(monkeypatch, 1, f"4096\t{tmp_path}\n4096\ttotal\n",
+        f"du: cannot access '{tmp_path}/x.tmp': No such file or directory\n")
+    assert newcomer.disk_use([tmp_path]) == 4096
+    _du(monkeypatch, 1, f"4096\t{tmp_path}\n4096\ttotal\n",
+        f"du: cannot read directory '{tmp_path}/y': Permission denied\n")
+    with pytest.raises(subprocess.CalledProcessError):
+        newcomer.disk_use([tmp_path])

@@ -67,7 +67,12 @@ def disk_use(paths: list[Path]) -> int:
     existing = [str(p) for p in paths if p.exists()]
     if not existing:
         return 0
-    out = subprocess.run(["du", "-s", "-B1", "-c", *existing], capture_output=True, text=True, check=True)
+    out = subprocess.run(["du", "-s", "-B1", "-c", *existing], capture_output=True, text=True)
+    # Another process (a second pytest worker) may delete a file of the shared cache while du walks it:
+    # du then exits 1 with "No such file or directory" and still prints the total of what it counted.
+    vanished = all("No such file or directory" in line for line in out.stderr.splitlines())
+    if out.returncode != 0 and not (out.returncode == 1 and vanished and out.stdout.strip()):
+        raise subprocess.CalledProcessError(out.returncode, out.args, out.stdout, out.stderr)
     return int(out.stdout.splitlines()[-1].split()[0])
 
 
