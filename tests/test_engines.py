@@ -7,6 +7,7 @@ every file hashed before and after)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -60,6 +61,22 @@ def test_two_installed_copies_patch_only_the_imported_one(env, tmp_path, monkeyp
     assert (shadow / "toyengine/core.py").read_bytes() == PATCHED["toyengine/core.py"]
     assert any(str(env.site) in n for n in rep.notes), rep.notes
     assert all(p["status"] == "passed" for s in rep.statuses for p in s.probes)
+
+
+def test_two_dist_infos_beside_the_package_are_refused_not_guessed(env):
+    """pip's leftovers of an interrupted install (seen in our own CPU envs after a killed CI run): two
+    dist-infos claim the one package folder. Which release its files are cannot be told; every command
+    refuses, names both, and changes nothing."""
+    (info,) = env.site.glob(f"{ENGINE}-*.dist-info")
+    stale = env.site / f"{ENGINE}-0.9.dist-info"
+    shutil.copytree(info, stale)
+    meta = stale / "METADATA"
+    meta.write_text(re.sub(r"(?m)^Version: .*$", "Version: 0.9", meta.read_text()))
+    for action, code in (("apply", 2), ("verify", 2), ("revert", 2)):
+        rep = refused(env, code, action=action)
+        assert f"{ENGINE} is installed 2 times in {env.site}" in rep.what, rep
+        assert "0.9 (toyengine-0.9.dist-info)" in rep.found and info.name in rep.found, rep.found
+        assert "pip uninstall -y" in rep.hint, rep.hint
 
 
 def test_unreadable_site_packages(env, tmp_path):

@@ -176,6 +176,21 @@ def _describe(engine: str, python: str | None, site: Path | None, wanted: list[s
                           hint="pass the python of the environment that runs the engine") from None
 
 
+def _one_copy_beside(engine: str, pkg_dir: Path, copies: list[dict]) -> None:
+    """Two dist-infos of the engine beside the package it imports: pip's leftovers of an install
+    that was interrupted, or of two installs racing. Each RECORD claims the same folder, whose files
+    are one release's at most, and which one cannot be told from the metadata: refuse, never guess."""
+    beside = {c["dist_info"]: c["version"] for c in copies
+              if Path(c["dist_info"]).parent.resolve() == pkg_dir.parent.resolve()}
+    if len(beside) > 1:
+        found = ", ".join(f"{v} ({Path(d).name})" for d, v in sorted(beside.items()))
+        raise EngineError(f"{engine} is installed {len(beside)} times in {pkg_dir.parent}",
+                          wanted=f"one {engine} distribution beside the package Python imports", found=found,
+                          hint=f"an interrupted pip install leaves one behind: run 'pip uninstall -y "
+                               f"{engine_specs.names(engine)[0]}' until none is left, then install the release "
+                               f"you want")
+
+
 def find(engine: str, *, python: str | None = None, site: Path | None = None,
          wanted: tuple[str, ...] = (), published: Path | None = None) -> Install:
     """The copy of ``engine`` that the target interpreter imports, or an EngineError. ``published``:
@@ -189,6 +204,7 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
     if info["imported"] is None:
         raise EngineError(f"{engine} is installed but not importable", found=label)
     pkg_dir = Path(info["imported"])
+    _one_copy_beside(engine, pkg_dir, info["copies"])
     chosen = None
     for copy in info["copies"]:
         dist_info = Path(copy["dist_info"])

@@ -197,9 +197,21 @@ def _ensure_line(line: str, log=print) -> Path:
 
 
 def _installed_version(env: Path, engine: str) -> str | None:
-    for d in _site_packages(env).glob(f"{engine}-*.dist-info"):
-        return d.name[len(engine) + 1: -len(".dist-info")]
-    return None
+    """The one release installed, or None: two dist-infos (pip's leftovers) are no release."""
+    found = [d.name[len(engine) + 1: -len(".dist-info")] for d in _site_packages(env).glob(f"{engine}-*.dist-info")]
+    return found[0] if len(found) == 1 else None
+
+
+def _clear_engine(env: Path, engine: str) -> None:
+    """Remove every trace of an installed engine: its package, each dist-info, and what pip stashes
+    while it uninstalls (each path renamed with a leading ``~``; no importable name has one). A pip
+    killed mid-swap (a CI run stopped) leaves those and a second dist-info behind, and the next
+    ``pip install`` removes one copy only: CI of 990efee found sglang 0.5.13 where 0.5.16 had been
+    installed, beside three other dist-infos and the stash of a fourth."""
+    sp = _site_packages(env)
+    shutil.rmtree(sp / engine, ignore_errors=True)
+    for d in [*sp.glob(f"{engine}-*.dist-info"), *sp.glob("~*")]:
+        shutil.rmtree(d) if d.is_dir() else d.unlink()
 
 
 def _write_shims(env: Path, engine: str, version: str) -> None:
@@ -238,9 +250,7 @@ def _install_tree(env: Path, engine: str, version: str) -> None:
 
     tree = wheels.tree(engine, version)
     sp = _site_packages(env)
-    shutil.rmtree(sp / engine, ignore_errors=True)
-    for d in sp.glob(f"{engine}-*.dist-info"):
-        shutil.rmtree(d)
+    _clear_engine(env, engine)
     shutil.copytree(tree / engine, sp / engine)
     for d in tree.glob(f"{engine}-*.dist-info"):
         shutil.copytree(d, sp / d.name)
@@ -267,6 +277,7 @@ def _swap_engine(env: Path, engine: str, version: str, log=print) -> list[dict] 
         return None
     if _installed_version(env, engine) != version:
         t0 = time.monotonic()
+        _clear_engine(env, engine)
         _pip(python, want)
         log(f"[cpu_env] installed {want} in {time.monotonic() - t0:.1f} s")
     _write_shims(env, engine, version)
