@@ -379,6 +379,23 @@ def test_doctor_judges_the_install_of_an_engine_without_a_launch_reading(plainse
     assert code == 2 and "is not a" in out, out  # a command no installed engine declares: usage
 
 
+def test_doctor_finds_an_engine_without_a_launch_reading_beside_the_interpreter_the_command_names(checkout, tmp_path):
+    """``/venv/bin/plain-serve ...`` with no --python/--site: the engine is that venv's, as for the engines
+    doctor reads by their spellings; patcher's own environment has no plainserve."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site_packages,) = venv.glob("lib/python3*/site-packages")
+    shutil.copytree(_site(tmp_path, "plainserve"), site_packages, dirs_exist_ok=True)
+    script = venv / "bin" / "plain-serve"  # what pip writes for the release's console script
+    script.write_text(f"#!{venv / 'bin' / 'python'}\nfrom plainserve_pkg.cli import main\nmain()\n")
+    target = kimi_target(tmp_path)
+    code, out = _patcher(checkout, "doctor", "--json", "--", "env", "A=1", str(script), "--model", str(target))
+    doc = json.loads(out)
+    assert (code, doc["verdict"], doc["parsed_by"]) == (1, "no-go", "none"), out
+    assert doc["reasons"][0].startswith("plainserve/value-fix is pending"), doc["reasons"]
+    assert (doc["verify"]["site"], doc["verify"]["python"]) == (str(site_packages), str(venv / "bin" / "python"))
+
+
 def test_drafter_check_on_an_engine_without_a_drafter_reading(plainserve, tmp_path):
     """The checkpoint's own checks against the target, and one unknown line for what the engine does
     with it: exit 1 (unknown is never a pass). fix refuses: nothing says what to convert to."""

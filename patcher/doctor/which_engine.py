@@ -12,17 +12,21 @@ from patcher.doctor import command_checks
 from patcher.environment import engines
 from patcher.errors import NotInstalled, PatcherError
 from patcher.findings import Finding, problem
-from patcher.release.launch_command import LaunchCommand, parse
+from patcher.release.launch_command import LaunchCommand, interpreter_of, parse
 from patcher.release.release import Release
 
 
 def read_command(command: list[str], *, python: str | None = None, site: Path | None = None) -> LaunchCommand:
     """The server command as ``launch_command.parse`` reads it; where no engine that states its
     launch reading starts it, the console command of an installed engine without that capability,
-    as its release's entry_points.txt declares it (else parse's usage error)."""
+    as its release's entry_points.txt declares it (else parse's usage error). The engine is looked
+    for where --python/--site point, else beside the interpreter the command names by path, else here."""
     try:
         return parse(command)
     except PatcherError:
+        if python is None and site is None:  # /venv/bin/plain-serve: that venv's, as for engines read by spellings
+            named = interpreter_of(command)
+            python = named if named is not None and Path(named).exists() else None
         scripts: dict[str, str] = {}
         for spec in engine_specs.ALL:
             if spec.launch is None:

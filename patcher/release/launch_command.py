@@ -173,6 +173,12 @@ def _build(engine: str, entry: str, argv: list[str], positional: str | None, com
                          python, pp, positional)
 
 
+def interpreter_of(command: list[str]) -> str | None:
+    """The interpreter the server command names by path, wrappers (``env A=1``) unwrapped; else None."""
+    words, _ = launch_wrappers.unwrap(list(command), {}, [], _ASSIGNMENT)
+    return _interpreter(words[0]) if words else None
+
+
 def _interpreter(word: str) -> str | None:
     """The interpreter a command names by path: ``/venv/bin/python`` itself, or the ``python``
     beside ``/venv/bin/vllm`` (the console script runs with it). A bare name is whatever PATH
