@@ -578,6 +578,19 @@ def test_verify_says_whose_bookkeeping_folder_it_is_and_how_it_goes(toy_engine):
         BOOKKEEPING.format(site)) in out.splitlines()
 
 
+
+def test_an_error_inside_a_run_names_the_command_with_the_runs_site(toy_engine):
+    """The location is made where each line is made (program.located), not pasted into the report's
+    hints afterwards: an error raised mid-run carries --site as its hints do."""
+    _, sel, site = toy_engine
+    sel = (*sel, "--no-probes")
+    assert cli("apply", *sel)[0] == 0
+    state = next(site.glob(".kimi-patcher/*.json"))
+    state.write_text('{"schema": 1, "families": []}')
+    code, out, err = cli("verify", *sel)
+    assert code == 2, (out, err)
+    assert f"hint:   delete {state}; 'patcher verify --site {site}' then reports from the files alone" in err, err
+
 REQUIRES = '''
 [[requires]]
 distribution = "toyflash"

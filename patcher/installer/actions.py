@@ -6,8 +6,7 @@ Report; each action reads as one function.
 
 from __future__ import annotations
 
-import re
-import shlex
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -167,6 +166,44 @@ def _shadow_notes(install: Install) -> list[str]:
             for p in install.shadowed]
 
 
+def _one_command(report: Report, opts: Options) -> None:
+    """The hint of each family nothing places names the one command that does what it says for
+    all of them together: --skip for every family left as it is, and --allow-untested where a
+    pre-image matches byte for byte (a hint naming only --skip exits 1 while another family still
+    needs --allow-untested)."""
+    unknown = [s for s in report.statuses if s.state is State.UNKNOWN]
+    if not unknown or report.action == "revert":
+        return
+    offered = [s for s in unknown if s.untested and s.files]
+    skip = [*opts.skip, *(s.family.name for s in unknown if s not in offered)]
+    flags = (" --allow-untested" if offered else "") + "".join(f" --skip {n}" for n in skip)
+    command = program.command("apply" + flags)
+    # What no command mends keeps exit 1, and the hint says which (a refused release, a conflict).
+    stays = [s.family.id for s in report.statuses if s.state in (State.REFUSED, State.CONFLICT, State.BLOCKED)]
+    ends = "exits 0" if not stays else f"exits 1 for {', '.join(stays)} alone"
+    for s in unknown:
+        if s in offered:
+            s.hint = f"'{command}' applies it (its pre-image matches byte for byte) and {ends}"
+        else:
+            s.hint = (f"'{command}' applies the other families and {ends}, without it; for this one, use a "
+                      f"release from VERSIONS.md or file an issue with "
+                      f"'{program.command('verify --json')}'")
+
+
+def _in_place(action: Callable[[str, Options], Report]) -> Callable[[str, Options], Report]:
+    """The run's --python or --site is in every apply/verify/revert line it makes (hint, note,
+    warning, error), made where each line is made (``program.located``), so the line can be pasted
+    as it is (the drafter check does too); and one hint names the command for every unplaced family."""
+    @functools.wraps(action)
+    def run(engine: str, opts: Options) -> Report:
+        with program.located(opts.python, opts.site):
+            report = action(engine, opts)
+            _one_command(report, opts)
+            return report
+    return run
+
+
+@_in_place
 def verify(engine: str, opts: Options) -> Report:
     clock = Clock()
     fams = families(engine, opts)
@@ -193,7 +230,7 @@ def verify(engine: str, opts: Options) -> Report:
         probes.run(install, statuses, opts.probe_timeout, opts.debug, opts.progress)
         _unproven(report)
         clock.lap("probes")
-    return _pasteable(report, opts)
+    return report
 
 
 def _unproven(report: Report) -> None:
@@ -211,61 +248,20 @@ def _unproven(report: Report) -> None:
                         "where the engine runs (the GPU host, after start-up) for the full proof")
 
 
-def _one_command(report: Report, opts: Options) -> None:
-    """The hint of each family nothing places names the one command that does what it says for
-    all of them together: --skip for every family left as it is, and --allow-untested where a
-    pre-image matches byte for byte (a hint naming only --skip exits 1 while another family still
-    needs --allow-untested)."""
-    unknown = [s for s in report.statuses if s.state is State.UNKNOWN]
-    if not unknown or report.action == "revert":
-        return
-    offered = [s for s in unknown if s.untested and s.files]
-    skip = [*opts.skip, *(s.family.name for s in unknown if s not in offered)]
-    flags = (" --allow-untested" if offered else "") + "".join(f" --skip {n}" for n in skip)
-    command = program.command("apply" + flags)
-    # What no command mends keeps exit 1, and the hint says which (a refused release, a conflict).
-    stays = [s.family.id for s in report.statuses if s.state in (State.REFUSED, State.CONFLICT, State.BLOCKED)]
-    ends = "exits 0" if not stays else f"exits 1 for {', '.join(stays)} alone"
-    for s in unknown:
-        if s in offered:
-            s.hint = f"'{command}' applies it (its pre-image matches byte for byte) and {ends}"
-        else:
-            s.hint = (f"'{command}' applies the other families and {ends}, without it; for this one, use a "
-                      f"release from VERSIONS.md or file an issue with "
-                      f"'{program.command('verify --json')}'")
-
-
-def _pasteable(report: Report, opts: Options) -> Report:
-    """Every 'patcher apply' / 'patcher revert' ... a hint or note names carries the --python or
-    --site this run was given, so the line can be pasted as it is (the drafter check does too)."""
-    _one_command(report, opts)
-    if opts.python is None and opts.site is None:
-        return report
-    where = f" --python {shlex.quote(opts.python)}" if opts.python else f" --site {shlex.quote(str(opts.site))}"
-
-    def carry(text: str) -> str:
-        return re.sub(rf"'{re.escape(program.command(''))}(apply|verify|revert)([^']*)'",
-                      lambda m: f"'{program.command(m[1] + m[2] + where)}'", text)
-
-    for st in report.statuses:
-        st.hint, st.warnings = carry(st.hint), [carry(w) for w in st.warnings]
-    report.notes = [carry(n) for n in report.notes]
-    return report
-
-
+@_in_place
 def apply(engine: str, opts: Options) -> Report:
     clock = Clock()
     fams = families(engine, opts)
     install = locate(engine, fams, opts)
     clock.lap("locate")
     if opts.dry_run:
-        return _pasteable(_apply_plan(install, fams, opts, write.read_state(install), clock, dry=True), opts)
+        return _apply_plan(install, fams, opts, write.read_state(install), clock, dry=True)
     with write.locked(install, opts.lock_timeout):
         restored = write.recover(install)
         report = _apply_plan(install, fams, opts, write.read_state(install), clock, dry=False)
         if restored:
             report.notes.append(f"rolled back an interrupted run: {', '.join(restored)}")
-    return _pasteable(report, opts)
+    return report
 
 
 def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, records: dict, clock: Clock,
@@ -323,6 +319,7 @@ def _apply_plan(install: Install, fams: tuple[Family, ...], opts: Options, recor
     return report
 
 
+@_in_place
 def revert(engine: str, opts: Options) -> Report:
     clock = Clock()
     fams = families(engine, opts, every_family=True)
@@ -330,14 +327,14 @@ def revert(engine: str, opts: Options) -> Report:
     install = locate(engine, fams, opts)
     clock.lap("locate")
     if opts.dry_run:
-        return _pasteable(_revert_plan(install, fams, others, write.read_state(install), clock, dry=True), opts)
+        return _revert_plan(install, fams, others, write.read_state(install), clock, dry=True)
     with write.locked(install, opts.lock_timeout):
         restored = write.recover(install)
         report = _revert_plan(install, fams, others, write.read_state(install), clock, dry=False)
         if restored:
             report.notes.append(f"rolled back an interrupted run: {', '.join(restored)}")
         write.tidy(install)  # nothing of ours left: no .kimi-patcher folder either
-    return _pasteable(report, opts)
+    return report
 
 
 def _revert_plan(install: Install, fams: tuple[Family, ...], others: tuple[Family, ...], records: dict,
