@@ -94,7 +94,7 @@ def test_a_cpu_build_on_no_index_stops_with_the_command_that_fixes_it(machine, t
 
 def test_every_lock_pins_torch_as_a_cpu_build_the_builder_installs_first():
     """The rule above reaches the real locks: each pins one +cpu torch, which is what it installs first."""
-    for lock in sorted(cpu_env.LOCKS.glob("*.txt")):
+    for lock in sorted(cpu_env.lock_path(line) for *_, line in cpu_env.LINES):
         assert [p.split("==")[0] for p in cpu_env._cpu_builds(lock)] == ["torch"], lock.name
 
 

@@ -26,7 +26,6 @@ from patcher.core import manifest
 from patcher.drafter import flag_checks
 from patcher.engine_specs import base
 from patcher.engine_specs.base import DrafterReading, EngineSpec, LaunchReading
-from patcher.maintainer import cpu_env
 
 PACKAGE = Path(__file__).resolve().parent.parent / "patcher"
 ENGINES = engine_specs.NAMES
@@ -143,8 +142,12 @@ def test_each_environment_reading_is_well_formed(engine):
 def test_each_engines_cpu_env_is_well_formed(engine):
     spec = engine_specs.spec(engine)
     assert spec.cpu_install in ("sources", "pip")
-    for line in spec.cpu_env_lines:
-        assert (cpu_env.LOCKS / f"{line.name}.txt").is_file()
+    home = Path(importlib.import_module(f"patcher.engine_specs.{engine}").__file__).parent
+    for line in spec.cpu_env_lines:  # beside the engine's module: a new engine touches no shared folder
+        assert line.lock.is_file() and line.lock.parent == home / "cpu_envs", line.lock
+    if spec.cpu_env_lines:  # and in the wheel, where `python -m patcher.maintainer.cpu_env` reads it
+        data = manifest.tomllib.loads((home.parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]
+        assert "cpu_envs/*.txt" in data["package-data"].get(f"patcher.engine_specs.{engine}", []), engine
 
 
 class _AskYes:

@@ -56,7 +56,9 @@ def test_each_cpu_env_line_has_its_lock_file_and_lines_follow_each_other(engine)
     assert Version(lines[0].first) >= Version(engine_specs.spec(engine).first_covered)
     assert lines[-1].last is None, "the newest line is open-ended: a new release lands in it"
     for line in lines:
-        assert (cpu_env.LOCKS / f"{line.name}.txt").is_file(), line.name
+        assert line.lock.is_file(), line.name
+    every = [line.name for s in engine_specs.ALL for line in s.cpu_env_lines]
+    assert len(every) == len(set(every)), "a line's name is its env folder: two engines may not share one"
     for older, newer in zip(lines, lines[1:]):
         assert older.last is not None and Version(older.last) < Version(newer.first)
 

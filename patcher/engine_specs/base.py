@@ -239,11 +239,16 @@ class DrafterReading:
 
 @dataclass(frozen=True)
 class CpuEnvLine:
-    """A run of releases that import in one CPU venv built from ``cpu_envs/<name>.txt``."""
+    """A run of releases that import in one CPU venv built from its lock file, which the engine
+    keeps beside its module (``<engine>/cpu_envs/<line>.txt``); the file's name names the line."""
 
     first: str
     last: str | None  # None: open-ended (and a post-release of ``last`` is still in the line)
-    name: str
+    lock: Path
+
+    @property
+    def name(self) -> str:
+        return self.lock.stem
 
 
 @dataclass(frozen=True)

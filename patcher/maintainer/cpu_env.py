@@ -4,7 +4,8 @@ Our real-import probes need the engine's own modules importable in a fresh
 interpreter, on a CI machine with 2 cores, no GPU and the CPU build of torch
 2.13.0 (a local wheel that ``pip install torch==2.13.0+cpu`` takes). A full
 ``pip install vllm==X`` pulls ~10 GB of CUDA wheels, so instead each *line* of
-releases shares one venv built from a lock file ``patcher/maintainer/cpu_envs/<line>.txt``
+releases shares one venv built from a lock file the engine keeps beside its module
+(``patcher/engine_specs/<engine>/cpu_envs/<line>.txt``, ``CpuEnvLine.lock``)
 (exact pins, installed with ``--no-deps``), and only the engine wheel is swapped
 in with ``pip install --no-deps <engine>==<version>``.
 
@@ -50,8 +51,7 @@ from patcher.probes import probes
 
 CACHE = Path(os.environ.get("KIMI_PATCHER_CACHE", Path.home() / ".cache" / "kimi-patcher"))
 ENVS = Path(os.environ.get("KIMI_PATCHER_ENVS", CACHE / "envs"))  # one set per concurrent user
-LOCKS = Path(__file__).resolve().parent / "cpu_envs"
-SHIM_TEMPLATE = LOCKS / "sitecustomize.py"
+SHIM_TEMPLATE = Path(__file__).resolve().parent / "cpu_envs" / "sitecustomize.py"  # the same for every line
 _MARKER = ".kimi-env-complete"  # written last: holds the lock+shim hash
 _ENGINE_STATE = ".kimi-engine"  # "<engine>==<version>" once swapped in and pruned
 
@@ -60,6 +60,7 @@ _ENGINE_STATE = ".kimi-engine"  # "<engine>==<version>" once swapped in and prun
 # pins). Probed releases and results: patcher/maintainer/cpu_envs/NOTES.md.
 LINES: list[tuple[str, str, str | None, str]] = [
     (s.name, line.first, line.last, line.name) for s in engine_specs.ALL for line in s.cpu_env_lines]
+_LOCK_FILES: dict[str, Path] = {line.name: line.lock for s in engine_specs.ALL for line in s.cpu_env_lines}
 
 # seconds: one import (tests), or the whole import table (run_probes); a cold import on 2 busy cores is < 30 s
 PROBE_TIMEOUT = 600
@@ -120,13 +121,14 @@ def probes_for(engine: str, version: str) -> list[Probe]:
 # --------------------------------------------------------------------------- env
 
 
-def _lock_path(line: str) -> Path:
-    return LOCKS / f"{line}.txt"
+def lock_path(line: str) -> Path:
+    """The lock file of the line ``line``, as its engine's module names it."""
+    return _LOCK_FILES[line]
 
 
 def _key(line: str) -> str:
     """Hash of the lock file: a changed lock means a rebuilt venv."""
-    return hashlib.sha256(_lock_path(line).read_bytes()).hexdigest()[:16]
+    return hashlib.sha256(lock_path(line).read_bytes()).hexdigest()[:16]
 
 
 def _site_packages(env: Path) -> Path:
@@ -189,7 +191,7 @@ def _ensure_line(line: str, log=print) -> Path:
     t0 = time.monotonic()
     shutil.rmtree(env, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
-    _install_lock(env / "bin" / "python", _lock_path(line), log)
+    _install_lock(env / "bin" / "python", lock_path(line), log)
     info = {"key": key, "build_seconds": round(time.monotonic() - t0, 1), "built": time.strftime("%F %T")}
     marker.write_text(json.dumps(info) + "\n")
     log(f"[cpu_env] built {line} in {info['build_seconds']} s")

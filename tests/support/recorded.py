@@ -106,7 +106,7 @@ def env_parts(engine: str, version: str, python: Path) -> list[str | bytes]:
     from patcher.maintainer import cpu_env
 
     line = cpu_env.line_for(engine, version)
-    return [(cpu_env.LOCKS / f"{line}.txt").read_bytes(), cpu_env.SHIM_TEMPLATE.read_bytes(),
+    return [cpu_env.lock_path(line).read_bytes(), cpu_env.SHIM_TEMPLATE.read_bytes(),
             Path(cpu_env.__file__).read_bytes(), f"python {interpreter_version(python)}"]
 
 

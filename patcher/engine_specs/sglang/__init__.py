@@ -6,6 +6,8 @@ checks of them), ``drafter`` (how it reads an EAGLE-3 drafter and its launch fla
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from patcher.engine_specs.base import (
     AUX_IDS_FAMILY,
     K25_TARGET,
@@ -30,6 +32,8 @@ from patcher.engine_specs.sglang.drafter import (
     switch_weights,
 )
 
+_LOCKS = Path(__file__).parent / "cpu_envs"  # each CPU env line's lock file (maintainer tooling)
+
 SPEC = EngineSpec(
     name="sglang",
     title="SGLang",
@@ -38,7 +42,8 @@ SPEC = EngineSpec(
     first_covered="0.5.1",
     order=1,
     # SGLang pins transformers 5 from 0.5.10.
-    cpu_env_lines=(CpuEnvLine("0.5.1", "0.5.9", "sglang-old"), CpuEnvLine("0.5.10", None, "sglang-new")),
+    cpu_env_lines=(CpuEnvLine("0.5.1", "0.5.9", _LOCKS / "sglang-old.txt"),
+                   CpuEnvLine("0.5.10", None, _LOCKS / "sglang-new.txt")),
     cpu_shims=(
         ("torchvision", None),
         ("sgl_kernel", "0.5.11"),  # 0.5.10.x still imports sgl_kernel unguarded (deepseek_v2 probes)

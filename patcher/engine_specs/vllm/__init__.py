@@ -7,6 +7,7 @@ interpreter)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from patcher.engine_specs.base import (
     EAGLE31_FAMILY,
@@ -33,6 +34,8 @@ from patcher.engine_specs.vllm.drafter import (
     switch_weights,
 )
 
+_LOCKS = Path(__file__).parent / "cpu_envs"  # each CPU env line's lock file (maintainer tooling)
+
 SPEC = EngineSpec(
     name="vllm",
     title="vLLM",
@@ -41,7 +44,8 @@ SPEC = EngineSpec(
     first_covered="0.9.0",
     order=0,
     # vLLM pins transformers<5 up to 0.19 and allows 5.x from 0.20 (requires it from 0.25).
-    cpu_env_lines=(CpuEnvLine("0.10.0", "0.19.1", "vllm-old"), CpuEnvLine("0.20.0", None, "vllm-new")),
+    cpu_env_lines=(CpuEnvLine("0.10.0", "0.19.1", _LOCKS / "vllm-old.txt"),
+                   CpuEnvLine("0.20.0", None, _LOCKS / "vllm-new.txt")),
     # numba, llguidance, openai_harmony, gguf, diskcache, xgrammar, mistral_common, fastapi: what
     # vllm.v1.worker.gpu_model_runner imports beyond the locks (eagle3-config-aux-ids probes its
     # aux-layer reader)
