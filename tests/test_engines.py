@@ -79,6 +79,17 @@ def test_two_dist_infos_beside_the_package_are_refused_not_guessed(env):
         assert "pip uninstall -y" in rep.hint, rep.hint
 
 
+def test_one_dist_info_on_the_path_twice_is_one_install(env, tmp_path, monkeypatch):
+    """The same site-packages under a second name (a venv's lib64 -> lib, on sys.path on some
+    distributions) lists each dist-info twice: one install, not pip's leftovers."""
+    alias = tmp_path / "alias"
+    alias.symlink_to(env.site, target_is_directory=True)
+    monkeypatch.setenv("PYTHONPATH", str(alias))
+    code, rep = run("verify", env.opts())
+    assert code == 1 and not isinstance(rep, PatcherError), rep  # pending, as without the alias
+    assert rep.notes == [], rep.notes  # and no "another copy" of it
+
+
 def test_unreadable_site_packages(env, tmp_path):
     code, rep = run("verify", actions.Options(site=tmp_path / "nowhere", patches=env.patches, probes=False))
     assert code == 2 and isinstance(rep, PatcherError)

@@ -180,10 +180,11 @@ def _one_copy_beside(engine: str, pkg_dir: Path, copies: list[dict]) -> None:
     """Two dist-infos of the engine beside the package it imports: pip's leftovers of an install
     that was interrupted, or of two installs racing. Each RECORD claims the same folder, whose files
     are one release's at most, and which one cannot be told from the metadata: refuse, never guess."""
-    beside = {c["dist_info"]: c["version"] for c in copies
+    # resolved: a venv's lib64 -> lib puts one dist-info on sys.path under two names
+    beside = {Path(c["dist_info"]).resolve(): c["version"] for c in copies
               if Path(c["dist_info"]).parent.resolve() == pkg_dir.parent.resolve()}
     if len(beside) > 1:
-        found = ", ".join(f"{v} ({Path(d).name})" for d, v in sorted(beside.items()))
+        found = ", ".join(f"{v} ({d.name})" for d, v in sorted(beside.items()))
         raise EngineError(f"{engine} is installed {len(beside)} times in {pkg_dir.parent}",
                           wanted=f"one {engine} distribution beside the package Python imports", found=found,
                           hint=f"an interrupted pip install leaves one behind: run 'pip uninstall -y "
@@ -228,7 +229,9 @@ def find(engine: str, *, python: str | None = None, site: Path | None = None,
         version = Version(chosen["version"])
     except InvalidVersion:
         raise EngineError(f"{engine} has an invalid version", found=repr(chosen["version"])) from None
-    shadowed = tuple(str(Path(c["dist_info"]).parent) for c in info["copies"] if c is not chosen)
+    mine = dist_info.resolve()  # itself under another name on the path is no other copy
+    shadowed = tuple(dict.fromkeys(str(Path(c["dist_info"]).parent) for c in info["copies"]
+                                   if Path(c["dist_info"]).resolve() != mine))
     if source is not None:
         record, truth = checkout.record(engine, version, pkg_dir, published)
     else:
