@@ -213,7 +213,10 @@ def _clear_engine(env: Path, engine: str) -> None:
     sp = _site_packages(env)
     shutil.rmtree(sp / engine, ignore_errors=True)
     for d in [*sp.glob(f"{engine}-*.dist-info"), *sp.glob("~*")]:
-        shutil.rmtree(d) if d.is_dir() else d.unlink()
+        if d.is_dir():
+            shutil.rmtree(d)
+        else:
+            d.unlink()
 
 
 def _write_shims(env: Path, engine: str, version: str) -> None:
