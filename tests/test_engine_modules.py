@@ -145,9 +145,7 @@ def test_each_engines_cpu_env_is_well_formed(engine):
     home = Path(importlib.import_module(f"patcher.engine_specs.{engine}").__file__).parent
     for line in spec.cpu_env_lines:  # beside the engine's module: a new engine touches no shared folder
         assert line.lock.is_file() and line.lock.parent == home / "cpu_envs", line.lock
-    if spec.cpu_env_lines:  # and in the wheel, where `python -m patcher.maintainer.cpu_env` reads it
-        data = manifest.tomllib.loads((home.parents[2] / "pyproject.toml").read_text())["tool"]["setuptools"]
-        assert "cpu_envs/*.txt" in data["package-data"].get(f"patcher.engine_specs.{engine}", []), engine
+    # and in the wheel: test_layout's wheel test builds one and finds each lock in it
 
 
 class _AskYes:

@@ -143,15 +143,34 @@ def test_a_module_over_300_lines_says_why():
     assert not unexplained, "split these, or say why at the end of the docstring:\n" + "\n".join(unexplained)
 
 
-def test_every_package_folder_is_installed():
-    """pyproject.toml lists packages by name: a folder left out would be missing from the wheel (the
-    Docker build installs one), and its imports would fail only there."""
-    from patcher.core.manifest import tomllib  # tomli before 3.11
+def test_the_wheel_holds_every_module_family_file_and_cpu_env_lock(tmp_path):
+    """The wheel (what the Docker build and a user's ``pip install`` get) holds every module of patcher/,
+    every file of each patch family and each engine's CPU env locks. setup.py finds the packages and the
+    package data names files by pattern, so a new engine is in the wheel with no line added anywhere
+    (issue 59). Built by pip from a copy: setuptools writes build/ and *.egg-info beside the sources."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
 
-    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    folders_ = {".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")
-                if "__pycache__" not in p.parts}
-    assert folders_ <= listed, sorted(folders_ - listed)
+    from patcher import engine_specs
+
+    root, src = PACKAGE.parent, tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("patcher", "patches"):
+        shutil.copytree(root / name, src / name, ignore=ignore)
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copyfile(root / name, src / name)
+    got = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(src)],
+                         capture_output=True, text=True, timeout=600)
+    assert got.returncode == 0, got.stdout[-2000:] + got.stderr[-3000:]
+    (wheel,) = tmp_path.glob("kimi_patcher-*.whl")
+    held = set(zipfile.ZipFile(wheel).namelist())
+    want = {p.relative_to(root).as_posix() for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
+    want |= {f"patcher/{p.relative_to(root).as_posix()}" for p in (root / "patches").glob("*/*/*") if p.is_file()}
+    want |= {line.lock.relative_to(root).as_posix() for s in engine_specs.ALL for line in s.cpu_env_lines}
+    assert any("/cpu_envs/" in w for w in want) and any(w.endswith(".diff") for w in want)  # the globs found them
+    assert not want - held, sorted(want - held)
 
 
 def test_every_command_a_line_names_is_made_with_the_programs_name():
