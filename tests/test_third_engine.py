@@ -441,7 +441,8 @@ def _whole_copy(root: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("tests", "docs", "benchmarks"):
         shutil.copytree(ROOT / name, repo / name, ignore=ignore)
-    for name in ("VERSIONS.md", "pyproject.toml", ".gitignore", "CHANGELOG.md", "README.md", "CONTRIBUTING.md"):
+    for name in ("VERSIONS.md", "pyproject.toml", "setup.py", ".gitignore", "CHANGELOG.md", "README.md",
+                 "CONTRIBUTING.md"):
         shutil.copyfile(ROOT / name, repo / name)
     return repo
 
